@@ -1,0 +1,69 @@
+"""Error types of the protocol library.
+
+Every error a user can cause derives from :class:`OdfError`, so the CLI and the Airflow operators can turn it into
+one clear line without a stack trace.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class OdfError(Exception):
+    """Base of every error caused by input, data or dataset state (not by a bug)."""
+
+
+class MetadataError(OdfError):
+    """Malformed metadata: names the source file, the property path and the offending value."""
+
+    def __init__(self, problem: str, *, file: str | None = None, path: str = "", value: Any = ...):
+        self.problem = problem
+        self.file = file
+        self.path = path
+        self.value = value
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = self.file or "<input>"
+        if self.path:
+            where += f": {self.path}"
+        msg = f"{where}: {self.problem}"
+        if self.value is not ...:
+            msg += f" (got {self.value!r})"
+        return msg
+
+    def with_file(self, file: str) -> "MetadataError":
+        return MetadataError(self.problem, file=file, path=self.path, value=self.value)
+
+
+class InvalidIdentifier(OdfError, ValueError):
+    """Malformed multihash, DID, dataset name, alias or reference text."""
+
+
+class DecodeError(OdfError):
+    """Binary metadata that is truncated, corrupted or not of the expected kind."""
+
+
+class ChainError(OdfError):
+    """A block that would break a rule of the metadata chain."""
+
+
+class RefConflict(OdfError):
+    """The head moved while we were appending: retry on top of the new head."""
+
+    def __init__(self, ref: str, expected: str | None, actual: str | None):
+        self.ref, self.expected, self.actual = ref, expected, actual
+        super().__init__(
+            f"concurrent update of {ref}: expected it at {expected or '<none>'}, found {actual or '<none>'}; retry"
+        )
+
+
+class DatasetNotFound(OdfError):
+    pass
+
+
+class DatasetExists(OdfError):
+    pass
+
+
+class IntegrityError(OdfError):
+    """Stored blocks, refs or files that do not match what the chain records."""

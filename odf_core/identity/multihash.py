@@ -1,0 +1,76 @@
+"""Multihash values and their multibase text form (RFC-012: canonical output is base16 with prefix ``f``)."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from multiformats import multibase, varint
+
+from odf_core.errors import InvalidIdentifier
+
+SHA3_256 = 0x16
+ARROW0_SHA3_256 = 0x300016  # logical hash of data (arrow-digest V0)
+ODF_METADATA_BLOCK = 0x400000  # multicodec of a block manifest's kind
+ED25519_PUB = 0xED
+
+
+def decode_multibase(text: str) -> bytes:
+    """Decode the multibase encodings ODF accepts on input: ``f``/``F`` (base16) and ``z`` (base58btc)."""
+    if not text or text[0] not in "fFz":
+        raise InvalidIdentifier(f"unsupported multibase encoding in {text!r}: expected prefix 'f', 'F' or 'z'")
+    if text[0] in "fF":
+        body = text[1:]
+        if len(body) % 2 or not all(c in "0123456789abcdefABCDEF" for c in body):
+            raise InvalidIdentifier(f"invalid base16 text {text!r}")
+        return bytes.fromhex(body)
+    try:
+        return multibase.decode(text)
+    except Exception as e:  # multiformats raises several types
+        raise InvalidIdentifier(f"invalid base58btc text {text!r}: {e}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Multihash:
+    """A self-describing hash: multicodec ``code`` of the algorithm plus the ``digest`` bytes."""
+
+    code: int
+    digest: bytes
+
+    @classmethod
+    def sha3_256(cls, data: bytes) -> "Multihash":
+        return cls(SHA3_256, hashlib.sha3_256(data).digest())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Multihash":
+        """Parse the binary form ``varint(code) varint(len) digest``."""
+        try:
+            code, n1, _ = varint.decode_raw(data)
+            size, n2, _ = varint.decode_raw(data[n1:])
+        except Exception:
+            raise InvalidIdentifier(f"invalid multihash bytes {data.hex()!r}") from None
+        digest = bytes(data[n1 + n2:])
+        if len(digest) != size:
+            raise InvalidIdentifier(
+                f"invalid multihash bytes {data.hex()!r}: header says {size} digest bytes, found {len(digest)}"
+            )
+        return cls(code, digest)
+
+    @classmethod
+    def from_multibase(cls, text: str) -> "Multihash":
+        if not isinstance(text, str):
+            raise InvalidIdentifier(f"multihash must be a string, got {text!r}")
+        return cls.from_bytes(decode_multibase(text))
+
+    parse = from_multibase
+
+    def to_bytes(self) -> bytes:
+        return varint.encode(self.code) + varint.encode(len(self.digest)) + self.digest
+
+    def to_multibase(self) -> str:
+        return "f" + self.to_bytes().hex()
+
+    def __str__(self) -> str:
+        return self.to_multibase()
+
+    def __repr__(self) -> str:
+        return f"Multihash({self.to_multibase()})"

@@ -1,0 +1,156 @@
+"""Wire descriptions of model fields.
+
+Each dataclass field of the model carries a :class:`Wire` spec in its metadata; the YAML and FlatBuffers codecs walk
+these specs in field order (= schema order), so adding a type is declaring it once, never writing codec code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, ClassVar
+
+
+class W(enum.Enum):
+    """How a field is represented on the wire."""
+
+    STR = "string"
+    U64 = "uint64 (omitted when 0)"
+    U64N = "uint64 (nullable)"
+    I64 = "int64 (omitted when 0)"
+    I32 = "int32 (omitted when 0)"
+    BOOLN = "bool (nullable)"
+    ENUM = "enum (omitted when first value)"
+    ENUMN = "enum (nullable)"
+    MULTIHASH = "multihash"
+    DATASET_ID = "dataset id"
+    BYTES = "bytes (base64 in YAML)"
+    TIMESTAMP = "timestamp"
+    TABLE = "table"
+    UNION = "union"
+    LIST = "list"
+
+
+@dataclass(frozen=True)
+class Wire:
+    kind: W
+    ref: Any = None  # table class name, union name, enum class, or the item Wire of a list
+    wrapped: bool = False  # list items of a union wrapped in a one-field table (SetPollingSource.prepare)
+    fmt: str | None = None  # extra YAML validation, e.g. "dataset-alias", "dataset-ref"
+
+
+def req(kind: W, ref: Any = None, **kw) -> Any:
+    return field(metadata={"wire": Wire(kind, ref, **kw)})
+
+
+def opt(kind: W, ref: Any = None, **kw) -> Any:
+    return field(default=None, metadata={"wire": Wire(kind, ref, **kw)})
+
+
+def lst(item: Wire, *, required: bool = False, wrapped: bool = False) -> Any:
+    w = Wire(W.LIST, item, wrapped=wrapped)
+    return field(metadata={"wire": w}) if required else field(default=None, metadata={"wire": w})
+
+
+def item(kind: W, ref: Any = None) -> Wire:
+    return Wire(kind, ref)
+
+
+class OdfEnum(str, enum.Enum):
+    """String enum whose YAML form is the PascalCase name and whose binary form is its index."""
+
+    @classmethod
+    def index_of(cls, member: "OdfEnum") -> int:
+        return list(cls).index(member)
+
+    @classmethod
+    def from_index(cls, i: int) -> "OdfEnum":
+        return list(cls)[i]
+
+
+@dataclass(frozen=True)
+class UnionDef:
+    """A schema union: variants in tag order (tag = position + 1)."""
+
+    name: str
+    variants: tuple[type, ...]
+
+    def tag_of(self, value: Any) -> int:
+        return self.variants.index(type(value)) + 1
+
+    def by_kind(self) -> dict[str, type]:
+        return {v.KIND: v for v in self.variants}
+
+
+TABLES: dict[str, type] = {}
+UNIONS: dict[str, UnionDef] = {}
+
+
+def odf_type(cls: type) -> type:
+    """Register a model class; ``KIND`` is its variant name in a union (``kind: Url``), else its own name."""
+    TABLES[cls.__name__] = cls
+    if "KIND" not in cls.__dict__:
+        cls.KIND = cls.__name__
+    return cls
+
+
+def odf_union(name: str, *variants: type) -> UnionDef:
+    u = UnionDef(name, tuple(variants))
+    UNIONS[name] = u
+    return u
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    name: str  # python attribute (snake_case)
+    yaml_name: str  # camelCase
+    wire: Wire
+    required: bool
+    slot: int  # first FlatBuffers slot (a union takes two)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+@cache
+def fields_of(cls: type) -> tuple[FieldInfo, ...]:
+    out, slot = [], 0
+    for f in dataclasses.fields(cls):
+        wire = f.metadata.get("wire")
+        if wire is None:
+            continue
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        out.append(FieldInfo(f.name, _camel(f.name), wire, required, slot))
+        slot += 2 if wire.kind is W.UNION else 1
+    return tuple(out)
+
+
+def slot_count(cls: type) -> int:
+    fs = fields_of(cls)
+    if not fs:
+        return 0
+    last = fs[-1]
+    return last.slot + (2 if last.wire.kind is W.UNION else 1)
+
+
+def table(name: str) -> type:
+    return TABLES[name]
+
+
+def union(name: str) -> UnionDef:
+    return UNIONS[name]
+
+
+class Model:
+    """Base of all model dataclasses: frozen, keyword-only, registered by name."""
+
+    KIND: ClassVar[str]
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+model = dataclass(frozen=True, kw_only=True)

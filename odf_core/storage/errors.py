@@ -1,0 +1,16 @@
+"""Errors raised by the storage layer (all :class:`~odf_core.errors.OdfError`, so they print as one clear line)."""
+from __future__ import annotations
+
+from odf_core.errors import OdfError
+
+
+class ObjectNotFound(OdfError):
+    """A key that does not name a stored object."""
+
+    def __init__(self, key: str, url: str):
+        self.key, self.url = key, url
+        super().__init__(f"object {key!r} not found in {url}")
+
+
+class UnsafeRefUpdate(OdfError):
+    """The backend cannot compare-and-swap a ref atomically and the caller did not opt in to unsafe updates."""

@@ -1,0 +1,274 @@
+"""Key/value store of immutable objects and mutable refs rooted at a URL: the storage under every dataset.
+
+One implementation on top of fsspec serves local directories (plain paths and ``file://``), ``memory://`` and object
+stores (``s3://`` …). Keys are relative ``/`` paths checked by :mod:`odf_core.storage.keys`, so nothing can escape the
+root. Objects are published atomically (a reader sees no object or a complete one) and refs move only through
+:meth:`ObjectStore.compare_and_swap_ref`, which on local and memory stores is a real compare-and-swap. What each
+backend guarantees for writes is documented in :mod:`odf_core.storage.backends`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, BinaryIO
+
+from fsspec import AbstractFileSystem
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+from odf_core.errors import OdfError
+from odf_core.storage.backends import Backend, LocalBackend, MemoryBackend, RemoteBackend
+from odf_core.storage.errors import ObjectNotFound
+from odf_core.storage.keys import TEMP_PREFIX, is_internal_name, validate_key, validate_prefix, validate_ref_value
+
+_Bytes = bytes | bytearray | memoryview
+
+
+class ObjectStore:
+    """Objects and refs under one root. Create with :meth:`open`; :meth:`child` gives the sub-store of a dataset."""
+
+    def __init__(self, fs: AbstractFileSystem, root: str, backend: Backend):
+        self._fs = fs
+        self._root = root
+        self._backend = backend
+
+    # -- construction -------------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, url_or_path: str | os.PathLike[str], *, unsafe_ref_updates: bool = False,
+             **storage_options: Any) -> "ObjectStore":
+        """Open the store at a local path, ``file://``, ``memory://`` or any fsspec URL.
+
+        ``storage_options`` go to the fsspec file system (credentials, endpoint, …). ``unsafe_ref_updates`` allows
+        non-atomic ref updates on backends without compare-and-swap (object stores); see ``backends``.
+        """
+        text = os.fspath(url_or_path) if isinstance(url_or_path, (str, os.PathLike)) else None
+        if not isinstance(text, str) or not text:
+            raise OdfError(f"invalid store location {url_or_path!r}: expected a non-empty path or URL")
+        if "://" not in text and "::" not in text:
+            fs: AbstractFileSystem = LocalFileSystem(**storage_options)
+            root = text
+        else:
+            try:
+                fs, root = url_to_fs(text, **storage_options)
+            except (ImportError, ValueError) as e:
+                raise OdfError(f"cannot open store {text!r}: {e}") from e
+        backend: Backend
+        if isinstance(fs, LocalFileSystem):
+            root = os.path.abspath(root)
+            backend = LocalBackend()
+        elif isinstance(fs, MemoryFileSystem):
+            root = root.rstrip("/") or "/"
+            backend = MemoryBackend(fs)
+        else:
+            root = root.rstrip("/") if root.strip("/") else root
+            backend = RemoteBackend(fs, unsafe_ref_updates)
+        return cls(fs, root, backend)
+
+    def child(self, prefix: str) -> "ObjectStore":
+        """The store rooted at ``prefix`` inside this one (same file system and write guarantees)."""
+        prefix = validate_prefix(prefix)
+        if not prefix:
+            return self
+        return ObjectStore(self._fs, self._join(prefix), self._backend)
+
+    # -- naming -----------------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """URL of the root, e.g. ``file:///data/ws/ds`` or ``memory:///ws``."""
+        return self._fs.unstrip_protocol(self._root)
+
+    @property
+    def fs(self) -> AbstractFileSystem:
+        """The underlying fsspec file system (for readers such as pyarrow that accept one)."""
+        return self._fs
+
+    @property
+    def root(self) -> str:
+        """Root path as the file system names it (no protocol)."""
+        return self._root
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self._backend, LocalBackend)
+
+    def url_of(self, key: str) -> str:
+        """Full URL of ``key`` (it need not exist), e.g. for Spark or pyarrow."""
+        return self._fs.unstrip_protocol(self._path(key))
+
+    def local_path(self, key: str) -> str | None:
+        """Path of ``key`` on local disk when the store is local, else None (it need not exist)."""
+        path = self._path(key)
+        return path if self.is_local else None
+
+    def _join(self, rel: str) -> str:
+        if not rel:
+            return self._root
+        base = self._root.rstrip("/")
+        if not base:  # the file system's own root: "/" (local, memory) or "" (e.g. a bucket-relative fs)
+            return f"/{rel}" if self._root.startswith("/") else rel
+        return f"{base}/{rel}"
+
+    def _path(self, key: str) -> str:
+        return self._join(validate_key(key))
+
+    def _not_found(self, key: str) -> ObjectNotFound:
+        return ObjectNotFound(key, self.url)
+
+    # -- reads --------------------------------------------------------------------------------------------------
+
+    def get(self, key: str) -> bytes:
+        """The bytes of object ``key``; :class:`ObjectNotFound` if there is none."""
+        path = self._path(key)
+        try:
+            return bytes(self._fs.cat_file(path))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise self._not_found(key) from None
+
+    def open_read(self, key: str) -> BinaryIO:
+        """A binary stream over object ``key`` (use as a context manager); :class:`ObjectNotFound` if missing."""
+        path = self._path(key)
+        try:
+            if not self._fs.isfile(path):
+                raise FileNotFoundError(path)
+            return self._fs.open(path, "rb")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise self._not_found(key) from None
+
+    def exists(self, key: str) -> bool:
+        return bool(self._fs.isfile(self._path(key)))
+
+    def size(self, key: str) -> int:
+        path = self._path(key)
+        try:
+            info = self._fs.info(path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise self._not_found(key) from None
+        if info.get("type") != "file":
+            raise self._not_found(key)
+        return int(info["size"])
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Sorted keys of all objects under the directory ``prefix`` (``""`` = everything), recursively.
+
+        Temp and lock files are not listed.
+        """
+        prefix = validate_prefix(prefix)
+        return sorted(rel for rel, _ in self._walk(prefix) if not any(map(is_internal_name, rel.split("/"))))
+
+    def _walk(self, prefix: str) -> list[tuple[str, str]]:
+        """(key relative to the root, backend path) of every file under ``prefix``, internal files included."""
+        base = self._join(prefix)
+        try:
+            found = self._fs.find(base)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        root_slash = self._join("x")[:-1]
+        out = []
+        for p in found:
+            p = self._fs._strip_protocol(p)
+            if p.startswith(root_slash):
+                out.append((p[len(root_slash):], p))
+        return out
+
+    # -- writes -------------------------------------------------------------------------------------------------
+
+    def put_if_absent(self, key: str, data: _Bytes) -> bool:
+        """Publish an immutable object atomically; False (and the existing object kept) if ``key`` exists.
+
+        Meant for content-addressed keys, where an existing object has the same content by construction.
+        """
+        path = self._path(key)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"object data for {key!r} must be bytes, got {type(data).__name__}")
+        return self._backend.put_if_absent(path, bytes(data))
+
+    def put_file_if_absent(self, key: str, local_src_path: str | os.PathLike[str], move: bool = False) -> bool:
+        """Like :meth:`put_if_absent` with the content of a local file.
+
+        With ``move=True`` the source file is consumed (removed) whether or not the key already existed, and on a
+        local store it is linked into place without copying when it is on the same file system.
+        """
+        path = self._path(key)
+        src = os.fspath(local_src_path)
+        if not os.path.isfile(src):
+            raise OdfError(f"cannot store {key!r}: source file {src!r} does not exist or is not a regular file")
+        return self._backend.put_file_if_absent(path, src, move)
+
+    def put(self, key: str, data: _Bytes) -> None:
+        """Create or atomically replace ``key`` (for caches such as ``info/summary``, never for chain objects)."""
+        path = self._path(key)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"object data for {key!r} must be bytes, got {type(data).__name__}")
+        self._backend.put(path, bytes(data))
+
+    def delete(self, key: str) -> bool:
+        """Remove object ``key``; False if there was none."""
+        path = self._path(key)
+        if not self._fs.isfile(path):
+            return False
+        try:
+            self._fs.rm_file(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove everything under the directory ``prefix`` (which must be non-empty: never the whole root)."""
+        prefix = validate_prefix(prefix)
+        if not prefix:
+            raise OdfError(f"refusing to delete the whole store {self.url}: delete_prefix needs a non-empty prefix")
+        path = self._join(prefix)
+        if self._fs.exists(path):
+            self._fs.rm(path, recursive=True)
+
+    # -- refs ---------------------------------------------------------------------------------------------------
+
+    def get_ref(self, name: str) -> str | None:
+        """Current value of ref ``name`` (e.g. ``refs/head``), or None if it was never set."""
+        return self._backend.read_ref(name, self._path(name))
+
+    def compare_and_swap_ref(self, name: str, expected: str | None, new: str) -> None:
+        """Set ref ``name`` to ``new`` if it currently holds ``expected`` (None = must not exist yet).
+
+        Raises :class:`~odf_core.errors.RefConflict` (with the actual value) otherwise. The value is written with
+        no trailing newline. Atomic across processes on local stores, across threads on ``memory://``; on other
+        backends raises :class:`UnsafeRefUpdate` unless opened with ``unsafe_ref_updates=True``.
+        """
+        path = self._path(name)
+        validate_ref_value(name, new)
+        if expected is not None:
+            validate_ref_value(name, expected)
+        self._backend.compare_and_swap(name, path, expected, new)
+
+    # -- maintenance --------------------------------------------------------------------------------------------
+
+    def remove_stale_temp(self, older_than_s: float) -> list[str]:
+        """Delete temp files left by crashed writers, last modified more than ``older_than_s`` seconds ago.
+
+        Returns the removed paths relative to the root. Pick ``older_than_s`` well above the longest write, since a
+        live writer's temp file looks the same as a dead one's.
+        """
+        cutoff = time.time() - older_than_s
+        removed = []
+        for rel, path in self._walk(""):
+            if not rel.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
+                continue
+            try:
+                modified = self._fs.modified(path).timestamp()
+            except NotImplementedError:
+                continue  # the backend cannot tell its age; keep it
+            except FileNotFoundError:
+                continue
+            if modified <= cutoff:
+                try:
+                    self._fs.rm_file(path)
+                except FileNotFoundError:
+                    continue
+                removed.append(rel)
+        return sorted(removed)
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.url!r})"
