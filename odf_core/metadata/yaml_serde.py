@@ -62,6 +62,8 @@ def _str_representer(dumper, value: str):
 
 
 _Dumper.add_representer(str, _str_representer)
+# Timestamps are strings to us: print them plain (unquoted), as the reference implementation does.
+_Dumper.yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,248 @@
+"""The ``odf`` command line. Every command calls the same library functions the Airflow operators use."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from odf_core.errors import OdfError
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str):
+    def deco(fn):
+        COMMANDS[name] = fn
+        return fn
+
+    return deco
+
+
+def _workspace(args):
+    from odf_core.workspace import Workspace, find_workspace
+
+    return Workspace.open(args.workspace or find_workspace())
+
+
+# -- workspace ---------------------------------------------------------------------------------------------------
+
+
+@command("init")
+def cmd_init(args) -> int:
+    from odf_core.workspace import WORKSPACE_DIR, Workspace
+
+    location = args.workspace or str(Path.cwd() / WORKSPACE_DIR)
+    if Path(location).exists() and not args.exist_ok:
+        raise OdfError(f"workspace {location} already exists")
+    Workspace.init(location)
+    print(f"Initialized an empty workspace in {location}")
+    return 0
+
+
+def _snapshot_files(paths: list[str], recursive: bool) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            pattern = "**/*" if recursive else "*"
+            files += sorted(f for f in p.glob(pattern) if f.suffix in (".yaml", ".yml") and f.is_file())
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise OdfError(f"{p}: no such file or directory")
+    return files
+
+
+@command("add")
+def cmd_add(args) -> int:
+    from odf_core.snapshots import add_snapshots, load_snapshot_files
+
+    ws = _workspace(args)
+    snapshots = load_snapshot_files(_snapshot_files(args.paths, args.recursive))
+    for handle in add_snapshots(ws, snapshots):
+        st = handle.state()
+        print(f"Added {handle.name} ({st.kind.value}, {st.dataset_id})")
+    return 0
+
+
+@command("list")
+def cmd_list(args) -> int:
+    ws = _workspace(args)
+    rows = [("NAME", "KIND", "BLOCKS", "RECORDS", "SIZE", "WATERMARK")]
+    for h in ws.list():
+        st = h.state()
+        rows.append((str(h.name), st.kind.value if st.kind else "?", str(st.block_count), str(st.num_records),
+                     str(st.data_size), str(st.last_watermark or "-")))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return 0
+
+
+@command("log")
+def cmd_log(args) -> int:
+    from odf_core.metadata.yaml_serde import dump_manifest
+
+    h = _workspace(args).get(args.dataset)
+    for i, (bh, block) in enumerate(h.chain.iter_blocks()):
+        if args.limit is not None and i >= args.limit:
+            break
+        print(f"# Block: {bh}")
+        print(dump_manifest(block), end="")
+        print("---")
+    return 0
+
+
+@command("rename")
+def cmd_rename(args) -> int:
+    h = _workspace(args).rename(args.dataset, args.new_name)
+    print(f"Renamed {args.dataset} to {h.name}")
+    return 0
+
+
+@command("delete")
+def cmd_delete(args) -> int:
+    _workspace(args).delete(args.dataset, force=args.force)
+    print(f"Deleted {args.dataset}")
+    return 0
+
+
+@command("verify")
+def cmd_verify(args) -> int:
+    from odf_core.chain.integrity import verify_integrity
+
+    h = _workspace(args).get(args.dataset)
+    if not args.integrity:
+        raise OdfError("only 'odf verify DATASET --integrity' is available in this version "
+                       "(verification by reproducing transformations comes with derivative datasets)")
+    report = verify_integrity(h.store)
+    if not report.ok:
+        raise OdfError(f"{h.name}: {report.summary()}")
+    print(f"{h.name}: {report.summary()}")
+    return 0
+
+
+# -- blocks and hashes -------------------------------------------------------------------------------------------
+
+
+@command("block hash")
+def cmd_block_hash(args) -> int:
+    from odf_core.metadata import block_hash
+    from odf_core.metadata.yaml_serde import read_manifest_file
+
+    print(block_hash(read_manifest_file(args.file, expected="MetadataBlock")))
+    return 0
+
+
+@command("block encode")
+def cmd_block_encode(args) -> int:
+    from odf_core.metadata import block_hash, encode_block
+    from odf_core.metadata.yaml_serde import read_manifest_file
+
+    block = read_manifest_file(args.file, expected="MetadataBlock")
+    raw = encode_block(block)
+    if args.output == "-":
+        sys.stdout.buffer.write(raw)
+    else:
+        Path(args.output).write_bytes(raw)
+        print(block_hash(raw))
+    return 0
+
+
+@command("block decode")
+def cmd_block_decode(args) -> int:
+    from odf_core.metadata import decode_block
+    from odf_core.metadata.yaml_serde import dump_manifest
+
+    try:
+        raw = Path(args.file).read_bytes()
+    except OSError as e:
+        raise OdfError(f"{args.file}: {e.strerror}") from None
+    print(dump_manifest(decode_block(raw, args.file)), end="")
+    return 0
+
+
+@command("hash logical")
+def cmd_hash_logical(args) -> int:
+    from odf_core.hashing import logical_hash_file
+
+    _require_file(args.file)
+    print(logical_hash_file(args.file))
+    return 0
+
+
+@command("hash physical")
+def cmd_hash_physical(args) -> int:
+    from odf_core.hashing import physical_hash
+
+    _require_file(args.file)
+    print(physical_hash(args.file))
+    return 0
+
+
+def _require_file(path: str) -> None:
+    if not Path(path).is_file():
+        raise OdfError(f"{path}: no such file")
+
+
+# -- parser ------------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="odf", description="Open Data Fabric datasets on Spark and Airflow")
+    p.add_argument("--workspace", "-w", metavar="DIR",
+                   help="workspace directory or URL (default: .odf in the current or a parent directory)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("init", help="create a workspace")
+    s.add_argument("--exist-ok", action="store_true")
+    s = sub.add_parser("add", help="create datasets from DatasetSnapshot YAML files or folders")
+    s.add_argument("paths", nargs="+")
+    s.add_argument("--recursive", "-r", action="store_true")
+    sub.add_parser("list", help="list datasets")
+    s = sub.add_parser("log", help="show a dataset's metadata blocks, newest first")
+    s.add_argument("dataset")
+    s.add_argument("--limit", "-n", type=int)
+    s = sub.add_parser("rename", help="rename a dataset")
+    s.add_argument("dataset")
+    s.add_argument("new_name")
+    s = sub.add_parser("delete", help="delete a dataset")
+    s.add_argument("dataset")
+    s.add_argument("--force", action="store_true", help="also when other datasets use it as an input")
+    s = sub.add_parser("verify", help="verify a dataset")
+    s.add_argument("dataset")
+    s.add_argument("--integrity", action="store_true", help="check hashes, links, chain rules and files")
+
+    block = sub.add_parser("block", help="metadata block tools").add_subparsers(dest="sub", required=True)
+    s = block.add_parser("hash", help="multihash of a MetadataBlock manifest YAML")
+    s.add_argument("file")
+    s = block.add_parser("encode", help="MetadataBlock YAML -> binary manifest")
+    s.add_argument("file")
+    s.add_argument("-o", "--output", required=True)
+    s = block.add_parser("decode", help="binary manifest -> MetadataBlock YAML")
+    s.add_argument("file")
+
+    hsh = sub.add_parser("hash", help="data hashes").add_subparsers(dest="sub", required=True)
+    s = hsh.add_parser("logical", help="logical hash (arrow0-sha3-256) of a Parquet file")
+    s.add_argument("file")
+    s = hsh.add_parser("physical", help="physical hash (sha3-256) of a file")
+    s.add_argument("file")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    name = args.cmd + (f" {args.sub}" if getattr(args, "sub", None) else "")
+    try:
+        return COMMANDS[name](args)
+    except OdfError as e:
+        print(f"odf: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

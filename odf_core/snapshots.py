@@ -1,0 +1,76 @@
+"""Adding DatasetSnapshots to a workspace as a batch: parse all, order by dependencies, then create."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from odf_core.errors import DatasetExists, OdfError
+from odf_core.identity import DatasetAlias, DatasetRef
+from odf_core.metadata import DatasetSnapshot, SetTransform
+from odf_core.metadata.yaml_serde import iter_manifest_files
+from odf_core.workspace import DatasetHandle, Workspace
+
+
+class DependencyCycle(OdfError):
+    pass
+
+
+def load_snapshot_files(files: Iterable[Path]) -> list[tuple[str, DatasetSnapshot]]:
+    """Every snapshot of every file (multi-document files allowed); the first bad file raises."""
+    out = []
+    for f in files:
+        for snap in iter_manifest_files(f, expected="DatasetSnapshot"):
+            out.append((str(f), snap))
+    return out
+
+
+def input_names(snapshot: DatasetSnapshot) -> list[str]:
+    names = []
+    for ev in snapshot.metadata:
+        if isinstance(ev, SetTransform):
+            for i in ev.inputs:
+                ref = DatasetRef.parse(i.dataset_ref)
+                if ref.alias is not None:
+                    names.append(ref.alias.name.key)
+    return names
+
+
+def dependency_order(snapshots: list[tuple[str, DatasetSnapshot]]) -> list[tuple[str, DatasetSnapshot]]:
+    """Inputs before the datasets that use them; a cycle is an error naming its members."""
+    by_name = {DatasetAlias.parse(s.name).name.key: (f, s) for f, s in snapshots}
+    order, state = [], {}
+
+    def visit(key: str, trail: list[str]) -> None:
+        if state.get(key) == "done":
+            return
+        if state.get(key) == "visiting":
+            cycle = trail[trail.index(key):] + [key]
+            raise DependencyCycle(f"dataset dependency cycle: {' -> '.join(cycle)}")
+        state[key] = "visiting"
+        for dep in input_names(by_name[key][1]):
+            if dep in by_name:
+                visit(dep, trail + [key])
+        state[key] = "done"
+        order.append(by_name[key])
+
+    for key in by_name:
+        visit(key, [])
+    return order
+
+
+def add_snapshots(ws: Workspace, snapshots: list[tuple[str, DatasetSnapshot]]) -> list[DatasetHandle]:
+    seen = set()
+    for f, s in snapshots:
+        key = DatasetAlias.parse(s.name).name.key
+        if key in seen:
+            raise DatasetExists(f"{f}: dataset '{s.name}' is defined twice")
+        seen.add(key)
+        if ws.exists(DatasetAlias.parse(s.name).name):
+            raise DatasetExists(f"{f}: dataset '{s.name}' already exists in workspace {ws.url}")
+    created = []
+    for f, s in dependency_order(snapshots):
+        try:
+            created.append(ws.create(s))
+        except OdfError as e:
+            raise type(e)(f"{f}: {e}") from None
+    return created

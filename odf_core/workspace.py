@@ -1,0 +1,223 @@
+"""A workspace: a directory (or object-store prefix) of datasets by name.
+
+Layout: ``datasets/<name>/`` is one dataset (conformance §5 layout), ``keys/<dataset-id>.pem`` holds each dataset's
+private key outside the dataset, so a dataset can be shared without leaking the proof of ownership.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from odf_core.chain import ChainState, MetadataChain, fold, validate_append
+from odf_core.errors import DatasetExists, DatasetNotFound, OdfError
+from odf_core.identity import DatasetAlias, DatasetID, DatasetName, DatasetRef, Multihash
+from odf_core.metadata import (
+    AddPushSource,
+    DatasetKind,
+    DatasetSnapshot,
+    MetadataBlock,
+    MetadataEvent,
+    Seed,
+    SetPollingSource,
+    SetTransform,
+    Timestamp,
+    TransformInput,
+    encode_block,
+)
+from odf_core.storage import DatasetLayout, ObjectStore
+
+WORKSPACE_DIR = ".odf"
+DATASETS = "datasets"
+KEYS = "keys"
+
+
+class WorkspaceNotFound(OdfError):
+    pass
+
+
+@dataclass(frozen=True)
+class DatasetHandle:
+    """One dataset of a workspace: its name, store and chain."""
+
+    name: DatasetName
+    store: ObjectStore
+
+    @property
+    def chain(self) -> MetadataChain:
+        return MetadataChain(self.store)
+
+    def state(self) -> ChainState:
+        return self.chain.state()
+
+
+def find_workspace(start: str | os.PathLike | None = None) -> Path:
+    """``.odf`` in ``start`` or the nearest parent directory (like git)."""
+    p = Path(start or os.getcwd()).resolve()
+    for d in (p, *p.parents):
+        if (d / WORKSPACE_DIR).is_dir():
+            return d / WORKSPACE_DIR
+    raise WorkspaceNotFound(f"no {WORKSPACE_DIR} workspace in {p} or any parent directory: run 'odf init' first")
+
+
+class Workspace:
+    def __init__(self, store: ObjectStore):
+        self.store = store
+
+    @classmethod
+    def open(cls, location: str | os.PathLike) -> "Workspace":
+        store = ObjectStore.open(location)
+        return cls(store)
+
+    @classmethod
+    def init(cls, location: str | os.PathLike) -> "Workspace":
+        store = ObjectStore.open(location)
+        store.put("workspace.version", b"1")
+        return cls(store)
+
+    @property
+    def url(self) -> str:
+        return self.store.url
+
+    # -- lookup -------------------------------------------------------------------------------------------------
+
+    def _dataset_dirs(self) -> list[str]:
+        names = set()
+        for key in self.store.list(DATASETS):
+            parts = key.split("/")
+            if len(parts) >= 4 and parts[2] == "refs" and parts[3] == "head":
+                names.add(parts[1])
+        return sorted(names, key=str.lower)
+
+    def list(self) -> list[DatasetHandle]:
+        return [DatasetHandle(DatasetName(n), self.store.child(f"{DATASETS}/{n}")) for n in self._dataset_dirs()]
+
+    def _dir_of(self, name: DatasetName) -> str | None:
+        for n in self._dataset_dirs():
+            if n.lower() == name.key:
+                return n
+        return None
+
+    def get(self, ref: str | DatasetRef | DatasetAlias | DatasetName | DatasetID) -> DatasetHandle:
+        """Resolve a name, alias or ``did:odf:`` reference to a dataset of this workspace."""
+        if isinstance(ref, str):
+            ref = DatasetRef.parse(ref)
+        if isinstance(ref, DatasetRef):
+            ref = ref.id if ref.id is not None else ref.alias
+        if isinstance(ref, DatasetID):
+            for h in self.list():
+                if h.state().dataset_id == ref:
+                    return h
+            raise DatasetNotFound(f"no dataset with id {ref} in workspace {self.url}")
+        if isinstance(ref, DatasetAlias):
+            if ref.account is not None:
+                raise OdfError(f"dataset {ref}: accounts are not supported in a single-tenant workspace")
+            ref = ref.name
+        d = self._dir_of(ref)
+        if d is None:
+            raise DatasetNotFound(f"dataset '{ref}' does not exist in workspace {self.url}")
+        return DatasetHandle(DatasetName(d), self.store.child(f"{DATASETS}/{d}"))
+
+    def exists(self, name: str | DatasetName) -> bool:
+        return self._dir_of(DatasetName(str(name))) is not None
+
+    # -- create / rename / delete -------------------------------------------------------------------------------
+
+    def create(self, snapshot: DatasetSnapshot, system_time: Timestamp | None = None) -> DatasetHandle:
+        """A new dataset from a snapshot: Seed with a fresh identity, then the snapshot's events.
+
+        Every block is validated before anything is written; the dataset only becomes visible when its head is
+        published, so a failure leaves the workspace as it was.
+        """
+        alias = DatasetAlias.parse(snapshot.name)
+        if alias.account is not None:
+            raise OdfError(f"dataset {snapshot.name}: accounts are not supported in a single-tenant workspace")
+        name = alias.name
+        if self._dir_of(name) is not None:
+            raise DatasetExists(f"dataset '{name}' already exists in workspace {self.url}")
+        dataset_id, private_key = DatasetID.new_keypair()
+        events: list[MetadataEvent] = [Seed(dataset_id=dataset_id, dataset_kind=snapshot.kind)]
+        events += [self._normalize_event(ev, snapshot) for ev in snapshot.metadata]
+        system_time = system_time or Timestamp.now()
+
+        blocks, state = [], ChainState()
+        for ev in events:
+            block = MetadataBlock(
+                system_time=system_time,
+                prev_block_hash=state.head,
+                sequence_number=state.sequence_number + 1,
+                event=ev,
+            )
+            try:
+                validate_append(state, block)
+            except OdfError as e:
+                raise type(e)(f"dataset '{name}': {e}") from None
+            raw = encode_block(block)
+            h = Multihash.sha3_256(raw)
+            blocks.append((h, raw))
+            state = fold(state, block, h)
+
+        self.store.put(f"{KEYS}/{dataset_id.to_did_odf().removeprefix('did:odf:')}.pem", private_key)
+        self._chmod_private(f"{KEYS}/{dataset_id.to_did_odf().removeprefix('did:odf:')}.pem")
+        ds_store = self.store.child(f"{DATASETS}/{name}")
+        for h, raw in blocks:
+            ds_store.put_if_absent(DatasetLayout.block_key(h), raw)
+        # Publishing the head makes the dataset exist; a concurrent creator of the same name loses the CAS.
+        ds_store.compare_and_swap_ref(DatasetLayout.head_ref, None, str(state.head))
+        MetadataChain(ds_store)._write_summary(state)
+        return DatasetHandle(name, ds_store)
+
+    def _chmod_private(self, key: str) -> None:
+        path = self.store.local_path(key)
+        if path:
+            os.chmod(path, 0o600)
+
+    def _normalize_event(self, ev: MetadataEvent, snapshot: DatasetSnapshot) -> MetadataEvent:
+        """Snapshot conveniences become canonical block content (``query`` → ``queries``, inputs → dataset IDs)."""
+        if isinstance(ev, (SetPollingSource, AddPushSource)) and ev.preprocess is not None:
+            return ev.replace(preprocess=ev.preprocess.normalized())
+        if isinstance(ev, SetTransform):
+            inputs = []
+            for i, inp in enumerate(ev.inputs):
+                try:
+                    target = self.get(inp.dataset_ref)
+                except DatasetNotFound:
+                    raise DatasetNotFound(
+                        f"dataset '{snapshot.name}': content.metadata SetTransform.inputs[{i}].datasetRef: "
+                        f"input dataset '{inp.dataset_ref}' does not exist in the workspace"
+                    ) from None
+                did = target.state().dataset_id
+                inputs.append(TransformInput(dataset_ref=did.to_did_odf(), alias=inp.alias or inp.dataset_ref))
+            return ev.replace(inputs=tuple(inputs), transform=ev.transform.normalized())
+        return ev
+
+    def key_of(self, dataset_id: DatasetID) -> bytes:
+        return self.store.get(f"{KEYS}/{dataset_id.to_did_odf().removeprefix('did:odf:')}.pem")
+
+    def rename(self, ref: str, new_name: str) -> DatasetHandle:
+        h = self.get(ref)
+        new = DatasetName(new_name)
+        existing = self._dir_of(new)
+        if existing is not None and existing != str(h.name):
+            raise DatasetExists(f"dataset '{new}' already exists in workspace {self.url}")
+        src, dst = h.store.root, self.store.child(f"{DATASETS}/{new}").root
+        if src != dst:
+            tmp = self.store.child(f"{DATASETS}/{new}-{uuid.uuid4().hex[:8]}").root if existing else dst
+            self.store.fs.mv(src, tmp, recursive=True)
+            if tmp != dst:
+                self.store.fs.mv(tmp, dst, recursive=True)
+        return self.get(str(new))
+
+    def delete(self, ref: str, *, force: bool = False) -> None:
+        h = self.get(ref)
+        did = h.state().dataset_id
+        if not force:
+            users = [
+                str(o.name) for o in self.list()
+                if o.name != h.name and o.state().transform is not None
+                and any(i.dataset_ref == did.to_did_odf() for i in o.state().transform.inputs)
+            ]
+            if users:
+                raise OdfError(f"dataset '{h.name}' is an input of {', '.join(users)}: delete those first")
+        self.store.delete_prefix(f"{DATASETS}/{h.name}")
