@@ -1,0 +1,141 @@
+"""The ``odf`` CLI: every command's happy path and one-line errors with exit code 1."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from odf_core.cli import main
+from odf_core.hashing import logical_hash_file
+
+ROOT_YAML = """
+kind: DatasetSnapshot
+version: 1
+content:
+  name: {name}
+  kind: Root
+  metadata:
+    - kind: AddPushSource
+      sourceName: default
+      read: {{kind: NdJson, schema: ["v BIGINT"]}}
+      merge: {{kind: Append}}
+"""
+DERIV_YAML = """
+kind: DatasetSnapshot
+version: 1
+content:
+  name: deriv
+  kind: Derivative
+  metadata:
+    - kind: SetTransform
+      inputs: [{datasetRef: root.a}]
+      transform: {kind: Sql, engine: spark, query: "select * from `root.a`"}
+"""
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def ws(tmp_path, capsys):
+    w = str(tmp_path / ".odf")
+    assert run(capsys, "--workspace", w, "init")[0] == 0
+    return w
+
+
+def test_init_add_list_log_verify(tmp_path, ws, capsys):
+    snaps = tmp_path / "snaps" / "sub"
+    snaps.mkdir(parents=True)
+    (snaps.parent / "deriv.yaml").write_text(DERIV_YAML)  # needs root.a: order resolved by dependencies
+    (snaps / "a.yaml").write_text(ROOT_YAML.format(name="root.a"))
+    code, out, err = run(capsys, "-w", ws, "add", str(snaps.parent), "--recursive")
+    assert code == 0, err
+    assert out.index("Added root.a") < out.index("Added deriv")
+    code, out, _ = run(capsys, "-w", ws, "list")
+    assert "root.a" in out and "Derivative" in out
+    code, out, _ = run(capsys, "-w", ws, "log", "root.a")
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert [d["content"]["event"]["kind"] for d in docs] == ["AddPushSource", "Seed"]
+    code, out, _ = run(capsys, "-w", ws, "verify", "root.a", "--integrity")
+    assert code == 0 and "ok" in out
+
+
+def test_add_without_recursive_skips_subfolders(tmp_path, ws, capsys):
+    d = tmp_path / "snaps"
+    (d / "sub").mkdir(parents=True)
+    (d / "sub" / "a.yaml").write_text(ROOT_YAML.format(name="a"))
+    (d / "b.yaml").write_text(ROOT_YAML.format(name="b"))
+    assert run(capsys, "-w", ws, "add", str(d))[0] == 0
+    assert "a" not in run(capsys, "-w", ws, "list")[1].split()
+
+
+@pytest.mark.parametrize("content,fragment", [
+    (ROOT_YAML.format(name="in^valid"), "content.name"),
+    (ROOT_YAML.format(name="x").replace("Append", "Merge"), "content.metadata[0].merge.kind"),
+    ("kind: DatasetSnapshot\nversion: 1\ncontent: [", "invalid YAML"),
+])
+def test_add_bad_snapshot_one_line_error_nothing_created(tmp_path, ws, capsys, content, fragment):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(ROOT_YAML.format(name="good"))
+    bad.write_text(content)
+    code, out, err = run(capsys, "-w", ws, "add", str(good), str(bad))
+    assert code == 1
+    assert err.count("\n") == 1 and str(bad) in err and fragment in err
+    assert "good" not in run(capsys, "-w", ws, "list")[1]
+
+
+def test_add_existing_name_and_cycle(tmp_path, ws, capsys):
+    f = tmp_path / "a.yaml"
+    f.write_text(ROOT_YAML.format(name="a"))
+    assert run(capsys, "-w", ws, "add", str(f))[0] == 0
+    code, _, err = run(capsys, "-w", ws, "add", str(f))
+    assert code == 1 and "already exists" in err
+    c1, c2 = tmp_path / "c1.yaml", tmp_path / "c2.yaml"
+    c1.write_text(DERIV_YAML.replace("deriv", "c1").replace("root.a", "c2"))
+    c2.write_text(DERIV_YAML.replace("deriv", "c2").replace("root.a", "c1"))
+    code, _, err = run(capsys, "-w", ws, "add", str(c1), str(c2))
+    assert code == 1 and "cycle" in err
+
+
+def test_block_hash_encode_decode(tmp_path, capsys):
+    f = tmp_path / "b.yaml"
+    f.write_text("kind: MetadataBlock\nversion: 2\ncontent:\n  systemTime: 2050-01-01T12:00:00Z\n"
+                 "  sequenceNumber: 0\n  event:\n    kind: SetInfo\n    description: foo\n")
+    code, out, _ = run(capsys, "block", "hash", str(f))
+    assert out.strip() == "f16205603b882241c71351baf996d6dba7e3ddbd571457e93c1cd282bdc61f9fed5f2"
+    code, out, _ = run(capsys, "block", "encode", str(f), "-o", str(tmp_path / "b.bin"))
+    assert code == 0 and len((tmp_path / "b.bin").read_bytes()) == 112
+    code, out, _ = run(capsys, "block", "decode", str(tmp_path / "b.bin"))
+    assert yaml.safe_load(out)["content"]["event"] == {"kind": "SetInfo", "description": "foo"}
+    (tmp_path / "junk.bin").write_bytes(b"\x01\x02\x03")
+    code, _, err = run(capsys, "block", "decode", str(tmp_path / "junk.bin"))
+    assert code == 1 and "junk.bin" in err
+
+
+def test_hash_commands(tmp_path, capsys):
+    p = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"a": [1, 2, None]}), p)
+    code, out, _ = run(capsys, "hash", "logical", str(p))
+    assert out.strip() == str(logical_hash_file(str(p))) and out.startswith("f9680c00120")
+    code, out, _ = run(capsys, "hash", "physical", str(p))
+    import hashlib
+    assert out.strip() == "f1620" + hashlib.sha3_256(p.read_bytes()).hexdigest()
+    code, _, err = run(capsys, "hash", "physical", str(tmp_path / "missing"))
+    assert code == 1 and "missing" in err
+
+
+def test_console_script_exit_codes(tmp_path):
+    odf = shutil.which("odf", path=str(Path(sys.executable).parent))
+    r = subprocess.run([odf, "-w", str(tmp_path / "nowhere"), "log", "x"], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr.startswith("odf: error:") and r.stderr.count("\n") == 1
+    r = subprocess.run([odf, "-w", str(tmp_path / "nowhere"), "log", "../x"], capture_output=True, text=True)
+    assert r.returncode == 1 and "../x" in r.stderr
