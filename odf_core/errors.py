@@ -67,3 +67,15 @@ class DatasetExists(OdfError):
 
 class IntegrityError(OdfError):
     """Stored blocks, refs or files that do not match what the chain records."""
+
+
+class SchemaEvolutionError(ChainError):
+    """A new data schema that is not a backward-compatible evolution of the previous one (only adding columns is)."""
+
+    def __init__(self, where: str, problems: list[str]):
+        self.where, self.problems = where, list(problems)
+        prefix = f"{where}: " if where else ""
+        super().__init__(
+            f"{prefix}schema change not allowed (only new columns may be added, after the existing ones): "
+            + "; ".join(self.problems)
+        )

@@ -29,9 +29,12 @@ def commit(store_root: str, slice_path: str, base_head: str) -> None:
     from odf_core.commit import commit_data, describe_slice
 
     chain = MetadataChain(ObjectStore.open(store_root))
+    checkpoint = slice_path + ".checkpoint"
+    with open(checkpoint, "wb") as f:
+        f.write(b"engine state for " + slice_path.encode())
     sf = describe_slice(slice_path, "offset", chain.state().next_offset if base_head == "-" else 0)
     h = commit_data(chain, base_head=None if base_head == "-" else Multihash.parse(base_head), slice_file=sf,
-                    checkpoint_path=None, system_time=T, new_watermark=T)
+                    checkpoint_path=checkpoint, system_time=T, new_watermark=T)
     print(h)
 
 
