@@ -1,0 +1,444 @@
+"""One ingest transaction of a root dataset, step by step: begin → fetch → prepare → read → merge → commit.
+
+Every step reads its inputs from and writes its outputs to the transaction's staging directory, recording its
+outcome in a JSON manifest there, so each step can run in its own process (an Airflow task) and be retried: a
+retry overwrites the step's own outputs, and nothing touches the dataset before ``commit``, which is itself
+idempotent (see :mod:`odf_core.commit`). ``pull`` runs the whole chain in one process with one Spark session.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from odf_core.chain import ChainState
+from odf_core.commit import commit_data, describe_slice
+from odf_core.engine import EngineError, SparkEngine, job_script
+from odf_core.errors import OdfError
+from odf_core.identity import Multihash
+from odf_core.ingest.errors import IngestError
+from odf_core.ingest.fetch import FetchOptions
+from odf_core.ingest.fetch import fetch as fetch_source
+from odf_core.ingest.manifest import FetchedFile, FetchResult, read_fetch_manifest, read_prepare_manifest
+from odf_core.ingest.prepare import prepare as prepare_files
+from odf_core.ingest.staging import atomic_write_text
+from odf_core.metadata import DatasetKind, Timestamp
+from odf_core.metadata.yaml_serde import to_data
+from odf_core.storage import DatasetLayout
+from odf_core.workspace import DatasetHandle, Workspace
+
+log = logging.getLogger("odf.ingest")
+
+POLLING = "<polling>"
+TXN_FILE, READ_FILE, MERGE_FILE, COMMIT_FILE = "transaction.json", "read.json", "merge.json", "commit.json"
+
+
+class InvalidInput(IngestError):
+    """The source's data does not fit the dataset's read step, schema or merge strategy."""
+
+
+def staging_root(ws: Workspace) -> str:
+    """Local staging area: inside a local workspace, else ``$ODF_STAGING_DIR`` or the user's cache directory."""
+    env = os.environ.get("ODF_STAGING_DIR")
+    if env:
+        return env
+    local = ws.store.local_path("staging")
+    if local:
+        return local
+    return str(Path.home() / ".cache" / "odf" / "staging")
+
+
+@dataclass(frozen=True)
+class IngestTransaction:
+    dataset: str
+    dataset_id: str
+    txn_id: str
+    staging_dir: str
+    base_head: str | None
+    system_time: str
+    source: str  # POLLING or a push source name
+
+    def to_ref(self) -> dict:
+        return {"dataset": self.dataset, "txn_id": self.txn_id, "staging_dir": self.staging_dir}
+
+    @classmethod
+    def from_ref(cls, ws: Workspace | None, ref: dict) -> "IngestTransaction":
+        return cls.load(ref["staging_dir"])
+
+    @classmethod
+    def load(cls, staging_dir: str) -> "IngestTransaction":
+        path = os.path.join(staging_dir, TXN_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return cls(**json.load(f))
+        except (OSError, ValueError, TypeError) as e:
+            raise IngestError(f"cannot load ingest transaction {path}: {e}") from None
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.staging_dir, name)
+
+    @property
+    def time(self) -> Timestamp:
+        return Timestamp.parse(self.system_time)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a read/merge/commit step produced (also what the Airflow operators log and pass on)."""
+
+    num_records: int = 0
+    offset_interval: tuple[int, int] | None = None
+    block_hash: str | None = None
+    head: str | None = None
+    watermark: str | None = None
+    max_event_time: str | None = None
+    up_to_date: bool = False
+
+
+def _safe_txn_id(txn_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in txn_id)[:120] or "txn"
+
+
+def begin(ws: Workspace, dataset: str, *, txn_id: str | None = None, source: str | None = None,
+          system_time: Timestamp | None = None) -> IngestTransaction:
+    """Plan a transaction; with a known ``txn_id`` the existing plan is returned (an Airflow retry)."""
+    handle = ws.get(dataset)
+    state = handle.state()
+    if state.kind is not DatasetKind.ROOT:
+        raise IngestError(f"dataset '{handle.name}' is not a root dataset: it cannot ingest data")
+    src = _resolve_source(handle, state, source)
+    txn_id = _safe_txn_id(txn_id or f"{Timestamp.now().epoch_ns}-{uuid.uuid4().hex[:8]}")
+    staging = os.path.join(staging_root(ws), str(state.dataset_id).removeprefix("did:odf:"), txn_id)
+    existing = os.path.join(staging, TXN_FILE)
+    if os.path.exists(existing):
+        return IngestTransaction.load(staging)
+    os.makedirs(staging, exist_ok=True)
+    txn = IngestTransaction(
+        dataset=str(handle.name),
+        dataset_id=str(state.dataset_id),
+        txn_id=txn_id,
+        staging_dir=staging,
+        base_head=str(state.head) if state.head else None,
+        system_time=(system_time or Timestamp.now()).isoformat(),
+        source=src,
+    )
+    atomic_write_text(existing, json.dumps(asdict(txn), indent=2))
+    log.info("ingest transaction %s of %s planned on head %s", txn_id, handle.name, txn.base_head)
+    return txn
+
+
+def _resolve_source(handle: DatasetHandle, state: ChainState, source: str | None) -> str:
+    if source is None or source == POLLING:
+        if state.polling_source is not None:
+            return POLLING
+        if source is None and len(state.push_sources) == 1:
+            return state.push_sources[0].source_name
+        if source is None and state.push_sources:
+            names = ", ".join(s.source_name for s in state.push_sources)
+            raise IngestError(f"dataset '{handle.name}' has several push sources ({names}): name one with --source")
+        raise IngestError(f"dataset '{handle.name}' has no active polling source")
+    if state.push_source(source) is None:
+        names = ", ".join(s.source_name for s in state.push_sources) or "none"
+        raise IngestError(f"dataset '{handle.name}' has no push source named '{source}' (push sources: {names})")
+    return source
+
+
+def _handle(ws: Workspace, txn: IngestTransaction) -> DatasetHandle:
+    return ws.get(txn.dataset_id)
+
+
+# -- fetch / prepare (Python) -----------------------------------------------------------------------------------
+
+
+def fetch(ws: Workspace, txn: IngestTransaction, options: FetchOptions | None = None) -> FetchResult:
+    state = _handle(ws, txn).state()
+    if txn.source != POLLING:
+        raise IngestError(f"transaction {txn.txn_id} ingests from push source '{txn.source}': nothing to fetch")
+    if state.polling_source is None:
+        raise IngestError(f"dataset '{txn.dataset}' has no active polling source")
+    result = fetch_source(
+        state.polling_source.fetch,
+        staging_dir=txn.staging_dir,
+        source_state=state.source_state("default"),
+        system_time=txn.time,
+        already_ingested=state.data_blocks > 0 or state.source_state("default") is not None,
+        options=options or FetchOptions(),
+    )
+    log.info("fetched %d file(s), %d bytes%s", len(result.files), result.bytes_fetched,
+             " (up to date)" if result.up_to_date else "")
+    return result
+
+
+def prepare(ws: Workspace, txn: IngestTransaction) -> tuple[FetchedFile, ...]:
+    fetched = read_fetch_manifest(txn.staging_dir)
+    steps = _handle(ws, txn).state().polling_source.prepare
+    return prepare_files(steps, fetched.files, staging_dir=txn.staging_dir)
+
+
+def stage_push_file(txn: IngestTransaction, path: str | None) -> tuple[FetchedFile, ...]:
+    """Copy the pushed file (or stdin when ``path`` is None or ``-``) into staging as the prepared input."""
+    from odf_core.ingest.manifest import write_prepare_manifest
+
+    target_dir = os.path.join(txn.staging_dir, "push")
+    os.makedirs(target_dir, exist_ok=True)
+    target = os.path.join(target_dir, "data")
+    if path in (None, "-"):
+        with open(target, "wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        name = "<stdin>"
+    else:
+        if not os.path.isfile(path):
+            raise IngestError(f"{path}: no such file")
+        shutil.copyfile(path, target)
+        name = path
+    files = (FetchedFile(path=target, event_time=None, name=name),)
+    write_prepare_manifest(txn.staging_dir, files)
+    return files
+
+
+# -- read / merge (Spark) ---------------------------------------------------------------------------------------
+
+
+def _source_steps(state: ChainState, txn: IngestTransaction):
+    src = state.polling_source if txn.source == POLLING else state.push_source(txn.source)
+    if src is None:
+        raise IngestError(f"dataset '{txn.dataset}': source '{txn.source}' is no longer active")
+    return src
+
+
+def _file_path_for_spark(handle: DatasetHandle, key: str, txn: IngestTransaction) -> str:
+    local = handle.store.local_path(key)
+    if local:
+        return local
+    target = os.path.join(txn.staging_dir, "inputs", key.replace("/", "_"))
+    if not os.path.exists(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with handle.store.open_read(key) as src, open(target + ".tmp", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.replace(target + ".tmp", target)
+    return target
+
+
+def build_request(ws: Workspace, txn: IngestTransaction, phases: list[str], *, files=None) -> dict:
+    handle = _handle(ws, txn)
+    state = handle.state()
+    src = _source_steps(state, txn)
+    request: dict = {"phases": phases, "dataset": txn.dataset, "vocab": to_data(state.vocab),
+                     "workDir": txn.staging_dir, "responsePath": txn.path("response.json")}
+    if "read" in phases:
+        files = files if files is not None else read_prepare_manifest(txn.staging_dir)
+        request["read"] = {
+            "inputs": [{"path": f.path, "eventTime": f.event_time.isoformat() if f.event_time else None,
+                        "sourceName": f.name} for f in files],
+            "readStep": {"kind": src.read.KIND, **to_data(src.read)},
+            "preprocess": {"kind": src.preprocess.KIND, **to_data(src.preprocess)} if src.preprocess else None,
+            "outputPath": None if "merge" in phases else txn.path("read.parquet"),
+        }
+    if "merge" in phases:
+        strategy = src.merge
+        merge: dict = {
+            "strategy": {"kind": strategy.KIND, **to_data(strategy)},
+            "prevOffset": state.last_offset,
+            "systemTime": txn.system_time,
+            "prevCheckpointPath": None,
+            "prevDataPaths": [],
+            "outputPath": txn.path("slice.parquet"),
+            "newCheckpointPath": txn.path("checkpoint.parquet"),
+        }
+        if "read" not in phases:
+            merge["inputPath"] = txn.path("read.parquet")
+        if state.last_checkpoint is not None:
+            merge["prevCheckpointPath"] = _file_path_for_spark(
+                handle, DatasetLayout.checkpoint_key(state.last_checkpoint.physical_hash), txn)
+        elif strategy.KIND != "Append" and state.data_blocks:
+            merge["prevDataPaths"] = [
+                _file_path_for_spark(handle, DatasetLayout.data_key(p), txn) for p in _data_files(handle)]
+        request["merge"] = merge
+    return request
+
+
+def _data_files(handle: DatasetHandle) -> list[Multihash]:
+    out = []
+    for _, block in handle.chain.iter_blocks():
+        nd = getattr(block.event, "new_data", None)
+        if nd is not None:
+            out.append(nd.physical_hash)
+    return out[::-1]
+
+
+def run_request(engine: SparkEngine, request: dict, staging_dir: str, *, in_process: bool) -> dict:
+    """Run the ingest job in this process's Spark session or with ``spark-submit``; returns its response."""
+    if in_process:
+        from spark_jobs.ingest import run_request as run_in_process
+
+        response = run_in_process(engine.session(), request)
+    else:
+        req_path = os.path.join(staging_dir, "request.json")
+        atomic_write_text(req_path, json.dumps(request, indent=2))
+        if os.path.exists(request["responsePath"]):
+            os.remove(request["responsePath"])
+        engine.run_job(job_script("ingest"), [req_path], what="Spark ingest job")
+        try:
+            with open(request["responsePath"], encoding="utf-8") as f:
+                response = json.load(f)
+        except (OSError, ValueError) as e:
+            raise EngineError(f"the Spark ingest job wrote no readable response: {e}") from None
+    status = response.get("status")
+    if status == "InvalidInput":
+        where = response.get("file") or ""
+        if response.get("line") is not None:
+            where += f", line {response['line']}"
+        elif response.get("record") is not None:
+            where += f", record {response['record']}"
+        raise InvalidInput(f"{where + ': ' if where else ''}{response.get('message')}")
+    if status != "Success":
+        raise EngineError(f"Spark ingest job failed: {response.get('message')}")
+    return response
+
+
+def _has_rows_to_read(txn: IngestTransaction) -> bool:
+    return bool(read_prepare_manifest(txn.staging_dir))
+
+
+def read(ws: Workspace, txn: IngestTransaction, engine: SparkEngine, *, in_process: bool = False) -> StepResult:
+    request = build_request(ws, txn, ["read"])
+    response = run_request(engine, request, txn.staging_dir, in_process=in_process)
+    n = response.get("read", {}).get("numRecords", 0)
+    atomic_write_text(txn.path(READ_FILE), json.dumps({"numRecords": n}))
+    log.info("read %d record(s)", n)
+    return StepResult(num_records=n)
+
+
+def merge(ws: Workspace, txn: IngestTransaction, engine: SparkEngine, *, in_process: bool = False,
+          with_read: bool = False) -> StepResult:
+    phases = ["read", "merge"] if with_read else ["merge"]
+    for name in ("slice.parquet", "checkpoint.parquet"):
+        if os.path.exists(txn.path(name)):
+            os.remove(txn.path(name))
+    if not with_read and not os.path.exists(txn.path("read.parquet")):
+        # the read step found no rows (no file): an empty merge
+        response = {"merge": {"numRecords": 0, "offsetInterval": None, "maxEventTime": None}}
+    else:
+        response = run_request(engine, build_request(ws, txn, phases), txn.staging_dir, in_process=in_process)
+    m = response.get("merge", {})
+    iv = m.get("offsetInterval")
+    atomic_write_text(txn.path(MERGE_FILE), json.dumps(m))
+    result = StepResult(num_records=m.get("numRecords", 0),
+                        offset_interval=(iv["start"], iv["end"]) if iv else None,
+                        max_event_time=m.get("maxEventTime"))
+    log.info("merged %d record(s), offsets %s", result.num_records, result.offset_interval)
+    return result
+
+
+# -- commit -----------------------------------------------------------------------------------------------------
+
+
+def commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
+    """Commit the merged slice; a repeated commit returns the first one's result."""
+    done = txn.path(COMMIT_FILE)
+    if os.path.exists(done):
+        with open(done, encoding="utf-8") as f:
+            return StepResult(**json.load(f))
+    handle = _handle(ws, txn)
+    source_state = None
+    if txn.source == POLLING:
+        fetched = read_fetch_manifest(txn.staging_dir)
+        if fetched.up_to_date:
+            result = StepResult(up_to_date=True, head=str(handle.chain.head()))
+            atomic_write_text(done, json.dumps(asdict(result)))
+            return result
+        source_state = fetched.new_source_state
+    with open(txn.path(MERGE_FILE), encoding="utf-8") as f:
+        merged = json.load(f)
+    state = handle.state()
+    slice_path = txn.path("slice.parquet")
+    slice_file = None
+    if os.path.exists(slice_path):
+        start = 0 if txn.base_head is None else _next_offset_at_base(handle, txn, state)
+        slice_file = describe_slice(slice_path, state.vocab.offset_column, start)
+    checkpoint = txn.path("checkpoint.parquet")
+    watermark = None
+    if merged.get("maxEventTime"):
+        watermark = Timestamp.parse(merged["maxEventTime"])
+        if state.last_watermark is not None and watermark < state.last_watermark:
+            watermark = state.last_watermark
+    block = commit_data(
+        handle.chain,
+        base_head=Multihash.parse(txn.base_head) if txn.base_head else None,
+        slice_file=slice_file,
+        checkpoint_path=checkpoint if os.path.exists(checkpoint) else None,
+        system_time=txn.time,
+        new_watermark=watermark,
+        source_state=source_state,
+    )
+    st = handle.state()
+    iv = slice_file.data_slice.offset_interval if slice_file else None
+    result = StepResult(
+        num_records=(iv.end - iv.start + 1) if iv else 0,
+        offset_interval=(iv.start, iv.end) if iv else None,
+        block_hash=str(block) if block else None,
+        head=str(st.head),
+        watermark=str(st.last_watermark) if st.last_watermark else None,
+    )
+    atomic_write_text(done, json.dumps(asdict(result)))
+    if block:
+        log.info("committed block %s: offsets %s, watermark %s", block, result.offset_interval, result.watermark)
+    else:
+        log.info("nothing to commit")
+    _cleanup_payload(txn)
+    return result
+
+
+def _next_offset_at_base(handle: DatasetHandle, txn: IngestTransaction, state: ChainState) -> int:
+    if state.head is not None and str(state.head) == txn.base_head:
+        return state.next_offset
+    from odf_core.commit import _state_at
+
+    return _state_at(handle.chain, Multihash.parse(txn.base_head)).next_offset
+
+
+def _cleanup_payload(txn: IngestTransaction) -> None:
+    """Drop the bulky staged files once committed; the manifests stay so a retried step sees it is done."""
+    for name in ("fetch", "prepare", "push", "inputs", "slice.parquet", "checkpoint.parquet", "read.parquet"):
+        p = txn.path(name)
+        if os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        elif os.path.exists(p):
+            os.remove(p)
+
+
+# -- whole chains -----------------------------------------------------------------------------------------------
+
+
+def pull(ws: Workspace, dataset: str, engine: SparkEngine, *, once: bool = False,
+         options: FetchOptions | None = None, max_transactions: int = 10_000) -> list[StepResult]:
+    """Ingest until the source is up to date (or one transaction with ``once``), in one Spark session."""
+    results = []
+    for _ in range(max_transactions):
+        txn = begin(ws, dataset, source=POLLING)
+        fetched = fetch(ws, txn, options)
+        if fetched.up_to_date:
+            results.append(commit(ws, txn))
+            break
+        prepare(ws, txn)
+        merge(ws, txn, engine, in_process=True, with_read=True)
+        results.append(commit(ws, txn))
+        if once or not fetched.has_more:
+            break
+    return results
+
+
+def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = None, engine: SparkEngine,
+         txn_id: str | None = None, in_process: bool = True) -> StepResult:
+    txn = begin(ws, dataset, source=source, txn_id=txn_id)
+    if txn.source == POLLING:
+        raise IngestError(f"dataset '{txn.dataset}' has no push source: use 'odf pull' for its polling source")
+    if not os.path.exists(txn.path(COMMIT_FILE)):
+        stage_push_file(txn, path)
+        merge(ws, txn, engine, in_process=in_process, with_read=True)
+    return commit(ws, txn)
