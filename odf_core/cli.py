@@ -122,6 +122,72 @@ def cmd_verify(args) -> int:
     return 0
 
 
+# -- ingestion and queries ---------------------------------------------------------------------------------------
+
+
+def _engine(args):
+    from odf_core.engine import SparkEngine
+
+    return SparkEngine(master=args.master)
+
+
+@command("pull")
+def cmd_pull(args) -> int:
+    from odf_core.ingest.transaction import pull
+
+    ws = _workspace(args)
+    engine = _engine(args)
+    names = args.datasets
+    if args.recursive:
+        from odf_core.transform.coordinator import upstream_order
+
+        names = upstream_order(ws, names)
+    for name in names:
+        kind = ws.get(name).state().kind.value
+        if kind == "Derivative":
+            from odf_core.transform.coordinator import run as run_transform
+
+            res = run_transform(ws, name, engine=engine)
+            print(f"{name}: " + (f"{res.num_records} records, head {res.head}" if res and res.block_hash
+                                 else "up to date"))
+            continue
+        for r in pull(ws, name, engine, once=args.once):
+            if r.block_hash:
+                print(f"{name}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}")
+            else:
+                print(f"{name}: up to date")
+    return 0
+
+
+@command("ingest")
+def cmd_ingest(args) -> int:
+    from odf_core.ingest.transaction import push
+
+    ws = _workspace(args)
+    r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args))
+    print(f"{args.dataset}: " + (f"{r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}"
+                                 if r.block_hash else "nothing new"))
+    return 0
+
+
+@command("tail")
+def cmd_tail(args) -> int:
+    from odf_core.query import tail
+
+    table = tail(_workspace(args).get(args.dataset), args.num_records)
+    print(table.to_pandas().to_string(index=False) if table.num_rows else "(no records)")
+    return 0
+
+
+@command("sql")
+def cmd_sql(args) -> int:
+    from odf_core.query import sql
+
+    df = sql(_workspace(args), args.query, _engine(args).session(), limit=args.limit)
+    print(df.to_string(index=False) if len(df) else "(no rows)")
+    return 0
+
+
 # -- blocks and hashes -------------------------------------------------------------------------------------------
 
 
@@ -212,6 +278,24 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("verify", help="verify a dataset")
     s.add_argument("dataset")
     s.add_argument("--integrity", action="store_true", help="check hashes, links, chain rules and files")
+
+    s = sub.add_parser("pull", help="ingest root datasets until up to date / run derivative transformations")
+    s.add_argument("datasets", nargs="+")
+    s.add_argument("--once", action="store_true", help="at most one transaction per dataset")
+    s.add_argument("--recursive", action="store_true", help="bring all upstream datasets up to date first")
+    s.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    s = sub.add_parser("ingest", help="push a file (or - for stdin) into a root dataset's push source")
+    s.add_argument("dataset")
+    s.add_argument("file")
+    s.add_argument("--source", help="push source name (required when there are several)")
+    s.add_argument("--master", default="local[*]")
+    s = sub.add_parser("tail", help="the last records of a dataset")
+    s.add_argument("dataset")
+    s.add_argument("-n", "--num-records", type=int, default=10)
+    s = sub.add_parser("sql", help="run a read-only Spark SQL query over datasets by name")
+    s.add_argument("query")
+    s.add_argument("--limit", type=int, default=1000)
+    s.add_argument("--master", default="local[*]")
 
     block = sub.add_parser("block", help="metadata block tools").add_subparsers(dest="sub", required=True)
     s = block.add_parser("hash", help="multihash of a MetadataBlock manifest YAML")

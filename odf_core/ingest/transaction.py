@@ -99,6 +99,13 @@ class StepResult:
     max_event_time: str | None = None
     up_to_date: bool = False
 
+    @classmethod
+    def from_json(cls, text: str) -> "StepResult":
+        d = json.loads(text)
+        if d.get("offset_interval") is not None:
+            d["offset_interval"] = tuple(d["offset_interval"])
+        return cls(**d)
+
 
 def _safe_txn_id(txn_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in txn_id)[:120] or "txn"
@@ -232,8 +239,9 @@ def build_request(ws: Workspace, txn: IngestTransaction, phases: list[str], *, f
                      "workDir": txn.staging_dir, "responsePath": txn.path("response.json")}
     if "read" in phases:
         files = files if files is not None else read_prepare_manifest(txn.staging_dir)
+        # A source that gives no time of its own (no Last-Modified, pushed data) falls back to the system time.
         request["read"] = {
-            "inputs": [{"path": f.path, "eventTime": f.event_time.isoformat() if f.event_time else None,
+            "inputs": [{"path": f.path, "eventTime": (f.event_time or txn.time).isoformat(),
                         "sourceName": f.name} for f in files],
             "readStep": {"kind": src.read.KIND, **to_data(src.read)},
             "preprocess": {"kind": src.preprocess.KIND, **to_data(src.preprocess)} if src.preprocess else None,
@@ -290,12 +298,12 @@ def run_request(engine: SparkEngine, request: dict, staging_dir: str, *, in_proc
             raise EngineError(f"the Spark ingest job wrote no readable response: {e}") from None
     status = response.get("status")
     if status == "InvalidInput":
-        where = response.get("file") or ""
-        if response.get("line") is not None:
-            where += f", line {response['line']}"
-        elif response.get("record") is not None:
-            where += f", record {response['record']}"
-        raise InvalidInput(f"{where + ': ' if where else ''}{response.get('message')}")
+        message = str(response.get("message"))
+        # name the user's file (URL, glob match, pushed path), not its copy in staging
+        for inp in request.get("read", {}).get("inputs", []):
+            if inp.get("sourceName"):
+                message = message.replace(inp["path"], inp["sourceName"])
+        raise InvalidInput(f"dataset '{request.get('dataset')}': {message}")
     if status != "Success":
         raise EngineError(f"Spark ingest job failed: {response.get('message')}")
     return response
@@ -343,7 +351,7 @@ def commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
     done = txn.path(COMMIT_FILE)
     if os.path.exists(done):
         with open(done, encoding="utf-8") as f:
-            return StepResult(**json.load(f))
+            return StepResult.from_json(f.read())
     handle = _handle(ws, txn)
     source_state = None
     if txn.source == POLLING:

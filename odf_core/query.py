@@ -1,0 +1,57 @@
+"""Reading datasets: the last records (pyarrow, no Spark) and read-only Spark SQL over datasets by name."""
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from odf_core.errors import OdfError
+from odf_core.storage import DatasetLayout
+from odf_core.workspace import DatasetHandle, Workspace
+
+
+def data_files(handle: DatasetHandle, newest_first: bool = False) -> list[str]:
+    keys = []
+    for _, block in handle.chain.iter_blocks():
+        nd = getattr(block.event, "new_data", None)
+        if nd is not None:
+            keys.append(DatasetLayout.data_key(nd.physical_hash))
+    return keys if newest_first else keys[::-1]
+
+
+def tail(handle: DatasetHandle, n: int) -> pa.Table:
+    """The last ``n`` records, reading slices from the newest back only as far as needed."""
+    parts: list[pa.Table] = []
+    have = 0
+    for key in data_files(handle, newest_first=True):
+        with handle.store.open_read(key) as f:
+            t = pq.read_table(f)
+        parts.append(t)
+        have += t.num_rows
+        if have >= n:
+            break
+    if not parts:
+        return pa.table({})
+    table = pa.concat_tables(parts[::-1], promote_options="default")
+    return table.slice(max(0, table.num_rows - n))
+
+
+_WRITE = re.compile(r"^\s*(insert|update|delete|merge|create|drop|alter|truncate|set|reset|cache|uncache|"
+                    r"refresh|msck|load|add|analyze)\b", re.IGNORECASE)
+
+
+def sql(ws: Workspace, query: str, spark, limit: int = 1000):
+    """Run ``query`` with every dataset registered as a view named after it (use backticks for dotted names)."""
+    if _WRITE.match(query):
+        raise OdfError(f"only read-only queries are allowed: {query.split()[0]!r}")
+    for h in ws.list():
+        files = data_files(h)
+        paths = [h.store.local_path(k) or h.store.url_of(k) for k in files]
+        if paths:
+            spark.read.parquet(*paths).createOrReplaceTempView(f"`{h.name}`")
+    try:
+        df = spark.sql(query)
+    except Exception as e:  # pyspark AnalysisException and ParseException
+        raise OdfError(f"invalid query: {str(e).splitlines()[0]}") from None
+    return df.limit(limit).toPandas()

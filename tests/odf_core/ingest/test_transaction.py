@@ -1,0 +1,228 @@
+"""Ingest transactions end to end on real Spark, real files and a real HTTP server."""
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from odf_core.chain.integrity import verify_integrity
+from odf_core.engine import SparkEngine
+from odf_core.errors import OdfError
+from odf_core.ingest import FetchError
+from odf_core.ingest import transaction as tx
+from odf_core.metadata import (
+    AddData,
+    AddPushSource,
+    DatasetKind,
+    DatasetSnapshot,
+    FetchStepFilesGlob,
+    FetchStepUrl,
+    MergeStrategyAppend,
+    MergeStrategyLedger,
+    MergeStrategySnapshot,
+    PrepStepDecompress,
+    ReadStepCsv,
+    ReadStepNdJson,
+    SetPollingSource,
+    SetVocab,
+)
+from odf_core.metadata.fragments import CompressionFormat, EventTimeSourceFromPath, SourceOrdering
+from odf_core.storage import crash_env, was_killed
+from odf_core.workspace import Workspace
+from tests.odf_core.ingest.http_server import Resource
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def engine(spark):
+    return SparkEngine.with_session(spark)
+
+
+@pytest.fixture
+def ws(tmp_path):
+    return Workspace.init(tmp_path / ".odf")
+
+
+def _root(ws, name, *events):
+    return ws.create(DatasetSnapshot(name=name, kind=DatasetKind.ROOT, metadata=events))
+
+
+def _rows(h):
+    """All records of a dataset in offset order, as dicts without system_time."""
+    out = []
+    for _, b in reversed(list(h.chain.iter_blocks())):
+        nd = getattr(b.event, "new_data", None)
+        if nd:
+            t = pq.read_table(h.store.local_path(f"data/{nd.physical_hash}")).drop(["system_time"])
+            out += t.to_pylist()
+    return out
+
+
+def _cities_source(url):
+    return SetPollingSource(
+        fetch=FetchStepUrl(url=url),
+        read=ReadStepCsv(header=True, schema=("city STRING", "population BIGINT")),
+        merge=MergeStrategySnapshot(primary_key=("city",)),
+    )
+
+
+def test_snapshot_cdc_over_http_rounds(ws, engine, http_server):
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,10\nB,20\nC,30\n", etag='"v1"',
+                                               last_modified="Mon, 01 Jan 2024 00:00:00 GMT")
+    h = _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
+    r1 = tx.pull(ws, "cities", engine)
+    assert [r.offset_interval for r in r1] == [(0, 2)]
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,10\nC,35\nD,40\nE,50\n", etag='"v2"',
+                                               last_modified="Tue, 02 Jan 2024 00:00:00 GMT")
+    tx.pull(ws, "cities", engine)
+    head = h.chain.head()
+    assert tx.pull(ws, "cities", engine)[0].up_to_date  # 304: no block
+    assert h.chain.head() == head
+    assert http_server.requests[-1].headers.get("if-none-match") == '"v2"'
+    changes = [(r["op"], r["city"], r["population"]) for r in _rows(h)][3:]
+    assert changes == [(1, "B", 20), (2, "C", 30), (3, "C", 35), (0, "D", 40), (0, "E", 50)]
+    st = h.state()
+    assert st.source_state("default").value == '"v2"' and str(st.last_watermark) == "2024-01-02T00:00:00Z"
+    assert verify_integrity(h.store).ok
+
+
+def test_files_glob_ledger_from_path_one_file_per_transaction(ws, engine, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    days = {"2024-01-02": "id,v\n1,a\n2,b\n", "2024-01-01": "id,v\n1,a\n", "2024-01-03": "id,v\n2,b\n3,c\n"}
+    for day, text in days.items():
+        (src / f"data-{day}.csv.gz").write_bytes(gzip.compress(text.encode()))
+    h = _root(ws, "ledger", SetPollingSource(
+        fetch=FetchStepFilesGlob(path=str(src / "data-*.csv.gz"), order=SourceOrdering.BY_NAME,
+                                 event_time=EventTimeSourceFromPath(pattern=r"data-(\d{4}-\d{2}-\d{2})\.csv\.gz")),
+        prepare=(PrepStepDecompress(format=CompressionFormat.GZIP),),
+        read=ReadStepCsv(header=True, schema=("id BIGINT", "v STRING")),
+        merge=MergeStrategyLedger(primary_key=("id",)),
+    ))
+    results = tx.pull(ws, "ledger", engine)
+    assert [r.num_records for r in results if not r.up_to_date] == [1, 1, 1]
+    rows = _rows(h)
+    assert [(r["offset"], r["id"], str(r["event_time"].date())) for r in rows] == [
+        (0, 1, "2024-01-01"), (1, 2, "2024-01-02"), (2, 3, "2024-01-03")]
+    assert h.state().source_state("default").value == "data-2024-01-03.csv.gz"
+    assert tx.pull(ws, "ledger", engine)[0].up_to_date
+    assert verify_integrity(h.store).ok
+
+
+def test_push_ndjson_files_share_offsets(ws, engine, tmp_path):
+    h = _root(ws, "pushed", AddPushSource(source_name="app", read=ReadStepNdJson(
+        schema=("ts TIMESTAMP", "city STRING", "rating INT")), merge=MergeStrategyAppend()),
+        SetVocab(event_time_column="ts"))
+    for i in range(3):
+        f = tmp_path / f"p{i}.ndjson"
+        f.write_text("".join(f'{{"ts": "2024-01-0{i + 1}T0{j}:00:00Z", "city": "c{j}", "rating": {j}}}\n'
+                             for j in range(i + 1)))
+        tx.push(ws, "pushed", str(f), source="app", engine=engine)
+    rows = _rows(h)
+    assert [r["offset"] for r in rows] == list(range(6))
+    assert set(rows[0]) >= {"offset", "op", "ts", "city", "rating"}
+    assert verify_integrity(h.store).ok
+
+
+def test_steps_resume_and_commit_is_idempotent(ws, engine, http_server):
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\n", etag='"e1"')
+    h = _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
+    txn = tx.begin(ws, "cities", txn_id="run-1")
+    assert tx.begin(ws, "cities", txn_id="run-1") == txn  # an Airflow retry gets the same plan
+    tx.fetch(ws, txn)
+    tx.fetch(ws, txn)  # retried fetch overwrites its own staging only
+    tx.prepare(ws, txn)
+    tx.read(ws, txn, engine, in_process=True)
+    tx.merge(ws, txn, engine, in_process=True)
+    tx.merge(ws, txn, engine, in_process=True)  # retried merge: same slice
+    first = tx.commit(ws, txn)
+    second = tx.commit(ws, tx.IngestTransaction.from_ref(ws, txn.to_ref()))
+    assert first == second and first.block_hash
+    assert sum(isinstance(b.event, AddData) for _, b in h.chain.iter_blocks()) == 1
+
+
+def test_crash_inside_commit_then_retry_commits_once(ws, engine, http_server):
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\nB,2\n", etag='"e1"')
+    h = _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
+    txn = tx.begin(ws, "cities", txn_id="run-2")
+    tx.fetch(ws, txn)
+    tx.prepare(ws, txn)
+    tx.merge(ws, txn, engine, in_process=True, with_read=True)
+    code = ("import sys; from odf_core.workspace import Workspace; from odf_core.ingest import transaction as tx; "
+            "ws = Workspace.open(sys.argv[1]); tx.commit(ws, tx.IngestTransaction.load(sys.argv[2]))")
+    for point in ("chain.after_block_write", "chain.after_head_update"):
+        r = subprocess.run([sys.executable, "-c", code, ws.store.root, txn.staging_dir],
+                           env=crash_env(point, 2), capture_output=True, text=True, timeout=120)
+        assert was_killed(r.returncode) or r.returncode == 0, r.stderr
+        assert verify_integrity(h.store).ok
+    result = tx.commit(ws, txn)
+    adds = [b for _, b in h.chain.iter_blocks() if isinstance(b.event, AddData)]
+    assert len(adds) == 1 and adds[0].event.new_data.offset_interval.end == 1
+    assert result.offset_interval == (0, 1)
+
+
+def test_bad_inputs_leave_the_dataset_unchanged(ws, engine, http_server):
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\n", etag='"e1"')
+    h = _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
+    tx.pull(ws, "cities", engine)
+    head = h.chain.head()
+    http_server.fail["/c.csv"] = 500
+    with pytest.raises(FetchError, match="500"):
+        tx.pull(ws, "cities", engine)
+    del http_server.fail["/c.csv"]
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\nB,not-a-number\n", etag='"e2"')
+    with pytest.raises(tx.InvalidInput) as ei:
+        tx.pull(ws, "cities", engine)
+    assert "not-a-number" in str(ei.value) or "line 3" in str(ei.value)
+    assert h.chain.head() == head
+    assert verify_integrity(h.store).ok
+
+
+def test_missing_primary_key_column(ws, engine, http_server):
+    http_server.resources["/c.csv"] = Resource(b"name,population\nA,1\n", etag='"e1"')
+    h = _root(ws, "cities", SetPollingSource(
+        fetch=FetchStepUrl(url=http_server.url("/c.csv")), read=ReadStepCsv(header=True),
+        merge=MergeStrategySnapshot(primary_key=("city",))))
+    head = h.chain.head()
+    with pytest.raises(tx.InvalidInput, match="city"):
+        tx.pull(ws, "cities", engine)
+    assert h.chain.head() == head
+
+
+def test_schema_change_breaking_evolution_is_refused(ws, engine, http_server):
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\n", etag='"e1"')
+    h = _root(ws, "cities", SetPollingSource(
+        fetch=FetchStepUrl(url=http_server.url("/c.csv")), read=ReadStepCsv(header=True),
+        merge=MergeStrategyAppend()))
+    tx.pull(ws, "cities", engine)
+    head = h.chain.head()
+    http_server.resources["/c.csv"] = Resource(b"town,population\nA,1\n", etag='"e2"')
+    with pytest.raises(OdfError, match="city"):
+        tx.pull(ws, "cities", engine)
+    assert h.chain.head() == head
+    # adding a column at the end is fine
+    http_server.resources["/c.csv"] = Resource(b"city,population,area\nB,2,3\n", etag='"e3"')
+    tx.pull(ws, "cities", engine)
+    assert h.state().num_records == 2
+
+
+def test_empty_file_adds_only_the_new_source_state(ws, engine, http_server):
+    # (with Snapshot an empty snapshot would rightly retract every row; Append has nothing to add)
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\n", etag='"e1"')
+    h = _root(ws, "cities", SetPollingSource(
+        fetch=FetchStepUrl(url=http_server.url("/c.csv")),
+        read=ReadStepCsv(header=True, schema=("city STRING", "population BIGINT")), merge=MergeStrategyAppend()))
+    tx.pull(ws, "cities", engine)
+    http_server.resources["/c.csv"] = Resource(b"", etag='"e2"')
+    tx.pull(ws, "cities", engine)
+    last = h.chain.get_block(h.chain.head()).event
+    assert isinstance(last, AddData) and last.new_data is None and last.new_source_state.value == '"e2"'
+    head = h.chain.head()
+    http_server.resources["/c.csv"] = Resource(b"", etag='"e2"', last_modified=None)
+    http_server.ignore_conditional = True  # a server that always answers 200 with the same empty body
+    tx.pull(ws, "cities", engine)
+    assert h.chain.head() == head  # nothing changed: no block
