@@ -1,0 +1,81 @@
+"""The two standard polling source states and their text forms.
+
+``odf/last-modified`` values are written as RFC 3339 UTC text (what the reference implementation writes and
+parses); on reading we also accept RFC 1123 HTTP dates and integer milliseconds since the epoch, so states written
+by other tools still resume.  HTTP needs the RFC 1123 form, made by :func:`http_date`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import logging
+
+from odf_core.ingest.errors import FetchError
+from odf_core.metadata import SourceState, Timestamp
+from odf_core.metadata.timestamp import InvalidTimestamp
+
+SOURCE_NAME = "default"
+KIND_ETAG = "odf/etag"
+KIND_LAST_MODIFIED = "odf/last-modified"
+
+_log = logging.getLogger("odf.ingest")
+
+
+def etag_state(value: str) -> SourceState:
+    return SourceState(source_name=SOURCE_NAME, kind=KIND_ETAG, value=value)
+
+
+def last_modified_state(ts: Timestamp) -> SourceState:
+    return SourceState(source_name=SOURCE_NAME, kind=KIND_LAST_MODIFIED, value=ts.isoformat())
+
+
+def prev_etag(state: SourceState | None) -> str | None:
+    return state.value if state is not None and state.kind == KIND_ETAG else None
+
+
+def prev_last_modified(state: SourceState | None) -> Timestamp | None:
+    if state is None or state.kind != KIND_LAST_MODIFIED:
+        return None
+    return parse_last_modified(state.value)
+
+
+def check_kind(state: SourceState | None) -> SourceState | None:
+    """Unknown kinds are ignored (fetch as if there were no state), like the reference implementation does."""
+    if state is not None and state.kind not in (KIND_ETAG, KIND_LAST_MODIFIED):
+        _log.warning("ignoring source state of unsupported kind %r", state.kind)
+        return None
+    return state
+
+
+def parse_last_modified(value: str) -> Timestamp:
+    text = value.strip()
+    if text.isdigit():
+        return Timestamp.from_millis(int(text))
+    try:
+        return Timestamp.parse(text)
+    except InvalidTimestamp:
+        pass
+    parsed = parse_http_date(text)
+    if parsed is None:
+        raise FetchError(
+            f"source state {KIND_LAST_MODIFIED} value {value!r} is neither RFC 3339, an HTTP date nor milliseconds"
+        )
+    return parsed
+
+
+def parse_http_date(text: str) -> Timestamp | None:
+    """RFC 1123 (and the obsolete forms HTTP allows); None when unparseable."""
+    try:
+        value = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return Timestamp.from_datetime(value)
+
+
+def http_date(ts: Timestamp) -> str:
+    """RFC 1123 date for ``If-Modified-Since`` (HTTP dates have whole seconds)."""
+    return email.utils.format_datetime(ts.to_datetime().replace(microsecond=0), usegmt=True)

@@ -1,0 +1,37 @@
+"""Fixtures of the ingest tests: a local HTTP server and a private podman service speaking the Docker API."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from odf_core.ingest.podman_service import import_busybox_image, podman_missing, start_podman_service
+from tests.odf_core.ingest.http_server import LocalHttpServer
+
+
+@pytest.fixture
+def http_server() -> Iterator[LocalHttpServer]:
+    server = LocalHttpServer().start()
+    yield server
+    server.stop()
+
+
+@dataclass(frozen=True)
+class Podman:
+    docker_host: str
+    image: str
+
+
+@pytest.fixture(scope="session")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
+    """A podman service on a unique socket with a local busybox image; skipped only when podman is not installed."""
+    missing = podman_missing()
+    if missing:
+        pytest.skip(missing)
+    service = start_podman_service(str(tmp_path_factory.mktemp("podman")))
+    try:
+        image = import_busybox_image(service)
+        yield Podman(service.docker_host, image)
+    finally:
+        service.stop()
