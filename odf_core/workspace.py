@@ -189,7 +189,12 @@ class Workspace:
                     ) from None
                 did = target.state().dataset_id
                 inputs.append(TransformInput(dataset_ref=did.to_did_odf(), alias=inp.alias or inp.dataset_ref))
-            return ev.replace(inputs=tuple(inputs), transform=ev.transform.normalized())
+            transform = ev.transform.normalized()
+            if transform.engine.lower() == "spark" and transform.version is None:
+                from odf_core.transform.engine_version import engine_version
+
+                transform = transform.replace(version=engine_version())
+            return ev.replace(inputs=tuple(inputs), transform=transform)
         return ev
 
     def key_of(self, dataset_id: DatasetID) -> bytes:

@@ -1,0 +1,12 @@
+"""Derivative datasets: planning, running and committing Spark SQL transformations, and verifying them."""
+from odf_core.transform.coordinator import (  # noqa: F401
+    InvalidQuery,
+    TransformError,
+    TransformResult,
+    VerifyReport,
+    run,
+    set_transform,
+    upstream_order,
+    verify,
+)
+from odf_core.transform.engine_version import engine_version  # noqa: F401
