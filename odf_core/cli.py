@@ -111,14 +111,35 @@ def cmd_delete(args) -> int:
 def cmd_verify(args) -> int:
     from odf_core.chain.integrity import verify_integrity
 
-    h = _workspace(args).get(args.dataset)
-    if not args.integrity:
-        raise OdfError("only 'odf verify DATASET --integrity' is available in this version "
-                       "(verification by reproducing transformations comes with derivative datasets)")
+    ws = _workspace(args)
+    h = ws.get(args.dataset)
     report = verify_integrity(h.store)
     if not report.ok:
         raise OdfError(f"{h.name}: {report.summary()}")
-    print(f"{h.name}: {report.summary()}")
+    print(f"{h.name}: integrity {report.summary()}")
+    if not args.integrity and h.state().transform is not None:
+        from odf_core.transform import verify
+
+        rep = verify(ws, args.dataset, engine=_engine(args))
+        if not rep.ok:
+            raise OdfError(f"{h.name}: {rep.summary()}")
+        print(f"{h.name}: reproduction {rep.summary()}")
+    return 0
+
+
+@command("set-transform")
+def cmd_set_transform(args) -> int:
+    from odf_core.metadata import SetTransform
+    from odf_core.metadata.yaml_serde import read_manifest_file
+    from odf_core.transform import set_transform
+
+    ws = _workspace(args)
+    doc = read_manifest_file(args.file)
+    events = [e for e in getattr(doc, "metadata", ()) if isinstance(e, SetTransform)]
+    if len(events) != 1:
+        raise OdfError(f"{args.file}: expected a DatasetSnapshot with exactly one SetTransform event")
+    h = set_transform(ws, args.dataset, events[0], engine=_engine(args))
+    print(f"{args.dataset}: new transform committed in block {h}")
     return 0
 
 
@@ -277,7 +298,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="also when other datasets use it as an input")
     s = sub.add_parser("verify", help="verify a dataset")
     s.add_argument("dataset")
-    s.add_argument("--integrity", action="store_true", help="check hashes, links, chain rules and files")
+    s.add_argument("--integrity", action="store_true",
+                   help="only the cheap check: hashes, links, chain rules and files (default also re-runs "
+                        "every transformation of a derivative dataset and compares logical hashes)")
+    s.add_argument("--master", default="local[*]")
+    s = sub.add_parser("set-transform", help="query evolution: validate and set a derivative's new transform")
+    s.add_argument("dataset")
+    s.add_argument("file", help="a DatasetSnapshot YAML holding the new SetTransform")
+    s.add_argument("--master", default="local[*]")
 
     s = sub.add_parser("pull", help="ingest root datasets until up to date / run derivative transformations")
     s.add_argument("datasets", nargs="+")

@@ -179,6 +179,7 @@ class SparkEngine:
                 builder = builder.config(k, v)
             try:
                 self._session = builder.getOrCreate()
+                self._session.sparkContext.setLogLevel("ERROR")
             except Exception as e:  # JVM start failures surface as various exception types
                 raise EngineError(f"cannot start Spark in-process: {str(e).splitlines()[0]}") from None
         return self._session
