@@ -6,7 +6,9 @@ from typing import Iterable
 
 from odf_core.errors import DatasetExists, OdfError
 from odf_core.identity import DatasetAlias, DatasetRef
-from odf_core.metadata import DatasetSnapshot, SetTransform
+import os
+
+from odf_core.metadata import DatasetSnapshot, FetchStepFilesGlob, SetPollingSource, SetTransform
 from odf_core.metadata.yaml_serde import iter_manifest_files
 from odf_core.workspace import DatasetHandle, Workspace
 
@@ -16,12 +18,26 @@ class DependencyCycle(OdfError):
 
 
 def load_snapshot_files(files: Iterable[Path]) -> list[tuple[str, DatasetSnapshot]]:
-    """Every snapshot of every file (multi-document files allowed); the first bad file raises."""
+    """Every snapshot of every file (multi-document files allowed); the first bad file raises.
+
+    A relative ``FilesGlob.path`` is taken relative to the folder of its YAML file, so a folder of snapshots and
+    their data can be checked out anywhere (the block records the resolved absolute path).
+    """
     out = []
     for f in files:
         for snap in iter_manifest_files(f, expected="DatasetSnapshot"):
-            out.append((str(f), snap))
+            out.append((str(f), resolve_relative_paths(snap, Path(f).resolve().parent)))
     return out
+
+
+def resolve_relative_paths(snapshot: DatasetSnapshot, base: Path) -> DatasetSnapshot:
+    events = []
+    for ev in snapshot.metadata:
+        if isinstance(ev, SetPollingSource) and isinstance(ev.fetch, FetchStepFilesGlob):
+            if not os.path.isabs(ev.fetch.path):
+                ev = ev.replace(fetch=ev.fetch.replace(path=os.path.normpath(str(base / ev.fetch.path))))
+        events.append(ev)
+    return snapshot.replace(metadata=tuple(events))
 
 
 def input_names(snapshot: DatasetSnapshot) -> list[str]:
