@@ -51,7 +51,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
         pass
 
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
+        self._answer(body=False)
+
     def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        self._answer(body=True)
+
+    def _answer(self, body: bool) -> None:
         srv = self.server
         srv.requests.append(Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}))
         if srv.delay_s and srv.stopping.wait(srv.delay_s):
@@ -72,7 +78,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._validators(res)
         self.send_header("Content-Length", str(len(res.body)))
         self.end_headers()
-        self.wfile.write(res.body)
+        if body:
+            self.wfile.write(res.body)
 
     def _validators(self, res: Resource) -> None:
         if res.etag:

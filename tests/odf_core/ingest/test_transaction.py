@@ -226,3 +226,25 @@ def test_empty_file_adds_only_the_new_source_state(ws, engine, http_server):
     http_server.ignore_conditional = True  # a server that always answers 200 with the same empty body
     tx.pull(ws, "cities", engine)
     assert h.chain.head() == head  # nothing changed: no block
+
+
+def test_has_new_data_probe(ws, engine, http_server, tmp_path):
+    from odf_core.ingest.probe import has_new_data
+
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\n", etag='"e1"')
+    _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
+    assert has_new_data(ws, "cities")
+    tx.pull(ws, "cities", engine)
+    assert not has_new_data(ws, "cities")  # HEAD with If-None-Match -> 304
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,2\n", etag='"e2"')
+    assert has_new_data(ws, "cities")
+    src = tmp_path / "g"
+    src.mkdir()
+    (src / "a-1.csv").write_text("city,population\nA,1\n")
+    _root(ws, "globbed", SetPollingSource(fetch=FetchStepFilesGlob(path=str(src / "a-*.csv")),
+                                          read=ReadStepCsv(header=True), merge=MergeStrategyAppend()))
+    assert has_new_data(ws, "globbed")
+    tx.pull(ws, "globbed", engine)
+    assert not has_new_data(ws, "globbed")
+    (src / "a-2.csv").write_text("city,population\nB,1\n")
+    assert has_new_data(ws, "globbed")
