@@ -1,10 +1,80 @@
-"""Airflow provider for Open Data Fabric datasets."""
+"""Airflow provider for Open Data Fabric datasets: a thin layer over ``odf_core`` (the protocol library).
+
+Registered through the ``apache_airflow_provider`` entry point; Airflow reads :func:`get_provider_info` without
+importing hooks or operators, so this module imports nothing heavy.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+INTEGRATION = "Open Data Fabric"
+
+
+def _modules(*names: str) -> list[dict]:
+    return [{"integration-name": INTEGRATION, "python-modules": [f"airflow_provider_odf.{n}" for n in names]}]
 
 
 def get_provider_info() -> dict:
+    """Provider metadata in the shape of Airflow's ``provider_info.schema.json`` (validated in the tests)."""
     return {
         "package-name": "airflow-provider-odf",
-        "name": "Open Data Fabric",
-        "description": "Open Data Fabric datasets ingested and transformed with Spark, orchestrated by Airflow.",
-        "versions": ["0.1.0"],
+        "name": INTEGRATION,
+        "description": "Open Data Fabric (v0.34.1) datasets ingested and transformed with Apache Spark, "
+        "orchestrated by Apache Airflow.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "external-doc-url": "https://docs.kamu.dev/odf/",
+                "tags": ["software"],
+            }
+        ],
+        "hooks": _modules("hooks.odf"),
+        "operators": _modules("operators.ingest", "operators.transform"),
+        "sensors": _modules("sensors.odf"),
+        "triggers": _modules("triggers.odf"),
+        "asset-uris": [
+            {"schemes": ["odf"], "handler": "airflow_provider_odf.assets.normalize_odf_uri"},
+        ],
+        "connection-types": [
+            {
+                "connection-type": "odf",
+                "hook-class-name": "airflow_provider_odf.hooks.odf.OdfHook",
+                "hook-name": "Open Data Fabric workspace",
+                "conn-fields": {
+                    "workspace": {
+                        "label": "Workspace URL",
+                        "description": "Local path (/data/odf/.odf) or object-store URL (s3://bucket/prefix) "
+                        "of the ODF workspace.",
+                        "schema": {"type": "string", "minLength": 1},
+                    },
+                    "spark_conn_id": {
+                        "label": "Spark connection id",
+                        "description": "A 'spark' connection giving the master (local[*], spark://host:7077, "
+                        "yarn, k8s://...). Empty: local[*].",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "engine_options": {
+                        "label": "Engine options (JSON)",
+                        "description": 'Spark job options, e.g. {"conf": {"spark.executor.memory": "2g"}, '
+                        '"timeout_s": 3600}.',
+                        "schema": {"type": ["object", "null"], "format": "json"},
+                    },
+                    "storage_options": {
+                        "label": "Storage options (JSON)",
+                        "description": 'Non-secret fsspec options of the object store, e.g. '
+                        '{"endpoint_url": "http://minio:9000"}.',
+                        "schema": {"type": ["object", "null"], "format": "json"},
+                    },
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["host", "schema", "port", "extra"],
+                    "relabeling": {"login": "Object store key id", "password": "Object store secret key"},
+                    "placeholders": {
+                        "login": "only for s3:// or az:// workspaces",
+                        "password": "only for s3:// or az:// workspaces",
+                    },
+                },
+            }
+        ],
     }

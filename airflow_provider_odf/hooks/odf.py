@@ -1,0 +1,293 @@
+"""``OdfHook``: the workspace and Spark engine named by an ``odf`` connection.
+
+An ``odf`` connection holds the workspace URL (extra ``workspace``), object-store credentials (login/password) and
+optionally names a standard ``spark`` connection (extra ``spark_conn_id``) for the master. Unlike the Spark
+provider, a missing or empty Spark connection is an error naming it: silently falling back to ``yarn`` would send
+jobs somewhere nobody configured. No Spark connection at all means ``local[*]``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_provider_odf.errors import OdfConnectionError
+
+if TYPE_CHECKING:
+    from odf_core.engine import SparkEngine
+    from odf_core.workspace import Workspace
+
+DEFAULT_MASTER = "local[*]"
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|yarn|(spark|k8s|mesos)://\S+)$")
+_SUBMIT_BINARIES = {"spark-submit", "spark2-submit", "spark3-submit"}
+_ENGINE_OPTIONS = {"conf", "timeout_s", "spark_submit"}
+# Credentials in login/password map onto these fsspec options, per URL scheme.
+_CREDENTIAL_OPTIONS = {"s3": ("key", "secret"), "s3a": ("key", "secret"),
+                       "az": ("account_name", "account_key"), "abfs": ("account_name", "account_key")}
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Where and how Spark jobs run; ``conn_id`` is None for the built-in ``local[*]`` default."""
+
+    master: str = DEFAULT_MASTER
+    conf: dict[str, str] = field(default_factory=dict)
+    spark_submit: str = "spark-submit"
+    timeout_s: float | None = None
+    conn_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OdfSettings:
+    """What an ``odf`` connection says."""
+
+    conn_id: str
+    workspace: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    spark_conn_id: str | None = None
+    engine_options: dict[str, Any] = field(default_factory=dict)
+
+
+# -- pure parsing of Connection objects (no Airflow state) --------------------------------------------------------
+
+
+def _extra(conn: Any) -> dict[str, Any]:
+    try:
+        extra = conn.extra_dejson
+    except Exception as e:  # malformed JSON in the extra field
+        raise OdfConnectionError(f"connection '{conn.conn_id}': extra is not valid JSON: {e}") from None
+    if not isinstance(extra, dict):
+        raise OdfConnectionError(f"connection '{conn.conn_id}': extra must be a JSON object, got {extra!r}")
+    return extra
+
+
+def _field(extra: dict[str, Any], conn_type: str, name: str) -> Any:
+    """A declarative conn-field, stored plain or with the legacy ``extra__<type>__`` prefix."""
+    if name in extra:
+        return extra[name]
+    return extra.get(f"extra__{conn_type}__{name}")
+
+
+def _json_object(conn_id: str, name: str, value: Any) -> dict[str, Any]:
+    if value in (None, ""):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise OdfConnectionError(f"connection '{conn_id}': {name} is not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise OdfConnectionError(f"connection '{conn_id}': {name} must be a JSON object, got {value!r}")
+    return value
+
+
+def _conf(conn_id: str, where: str, value: Any) -> dict[str, str]:
+    conf = _json_object(conn_id, where, value)
+    for k, v in conf.items():
+        if not isinstance(v, (str, int, float, bool)):
+            raise OdfConnectionError(f"connection '{conn_id}': {where}.{k} must be a scalar, got {v!r}")
+    return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in conf.items()}
+
+
+def odf_settings(conn: Any) -> OdfSettings:
+    """Read an ``odf`` connection; raises :class:`OdfConnectionError` naming it when it is unusable."""
+    cid = conn.conn_id
+    if conn.conn_type != "odf":
+        raise OdfConnectionError(f"connection '{cid}' has type '{conn.conn_type}', expected an 'odf' connection")
+    extra = _extra(conn)
+    workspace = _field(extra, "odf", "workspace")
+    if not isinstance(workspace, str) or not workspace.strip():
+        raise OdfConnectionError(
+            f"connection '{cid}' names no workspace: set extra 'workspace' to a local path or object-store URL"
+        )
+    workspace = workspace.strip()
+    storage = _json_object(cid, "storage_options", _field(extra, "odf", "storage_options"))
+    if conn.login or conn.password:
+        scheme = workspace.split("://", 1)[0].lower() if "://" in workspace else "file"
+        if scheme not in _CREDENTIAL_OPTIONS:
+            raise OdfConnectionError(
+                f"connection '{cid}': login/password are object-store credentials, but workspace {workspace!r} "
+                f"uses '{scheme}' (supported: {', '.join(sorted(_CREDENTIAL_OPTIONS))}); use storage_options instead"
+            )
+        key_opt, secret_opt = _CREDENTIAL_OPTIONS[scheme]
+        if conn.login:
+            storage[key_opt] = conn.login
+        if conn.password:
+            storage[secret_opt] = conn.password
+    spark_conn_id = _field(extra, "odf", "spark_conn_id")
+    if spark_conn_id is not None and not isinstance(spark_conn_id, str):
+        raise OdfConnectionError(f"connection '{cid}': spark_conn_id must be a string, got {spark_conn_id!r}")
+    engine = _json_object(cid, "engine_options", _field(extra, "odf", "engine_options"))
+    unknown = set(engine) - _ENGINE_OPTIONS
+    if unknown:
+        raise OdfConnectionError(
+            f"connection '{cid}': unknown engine_options {sorted(unknown)} (allowed: {sorted(_ENGINE_OPTIONS)})"
+        )
+    return OdfSettings(cid, workspace, storage, (spark_conn_id or "").strip() or None, engine)
+
+
+def _submit_binary(conn_id: str, value: Any) -> str:
+    if not isinstance(value, str) or os.path.basename(value) not in _SUBMIT_BINARIES:
+        raise OdfConnectionError(
+            f"connection '{conn_id}': spark-submit binary must be one of {sorted(_SUBMIT_BINARIES)} "
+            f"(optionally with a directory), got {value!r}"
+        )
+    return value
+
+
+def spark_settings(conn: Any) -> SparkSettings:
+    """Read a standard ``spark`` connection (host = master); an empty master is an error, never ``yarn``."""
+    cid = conn.conn_id
+    if conn.conn_type != "spark":
+        raise OdfConnectionError(f"connection '{cid}' has type '{conn.conn_type}', expected a 'spark' connection")
+    host = (conn.host or "").strip()
+    if not host:
+        raise OdfConnectionError(
+            f"spark connection '{cid}' has an empty host: set it to the master (local[*], spark://host, yarn, "
+            "k8s://https://host)"
+        )
+    master = f"{host}:{conn.port}" if conn.port and host.startswith("spark://") else host
+    if not _MASTER.match(master):
+        raise OdfConnectionError(
+            f"spark connection '{cid}': {master!r} is not a Spark master (local[*], spark://host:7077, yarn, "
+            "k8s://https://host)"
+        )
+    extra = _extra(conn)
+    deploy_mode = extra.get("deploy-mode") or "client"
+    if deploy_mode != "client":
+        raise OdfConnectionError(
+            f"spark connection '{cid}': deploy-mode {deploy_mode!r} is not supported (ODF jobs report their results "
+            "to the submitting process: use client)"
+        )
+    binary = extra.get("spark-submit") or extra.get("spark-binary") or "spark-submit"
+    conf = _conf(cid, "conf", extra.get("conf"))
+    if extra.get("queue"):
+        conf.setdefault("spark.yarn.queue", str(extra["queue"]))
+    if extra.get("namespace"):
+        conf.setdefault("spark.kubernetes.namespace", str(extra["namespace"]))
+    return SparkSettings(master=master, conf=conf, spark_submit=_submit_binary(cid, binary), conn_id=cid)
+
+
+def merge_engine_options(spark: SparkSettings, odf: OdfSettings) -> SparkSettings:
+    """The odf connection's engine options refine (never replace) the Spark connection's settings."""
+    opts = odf.engine_options
+    conf = {**spark.conf, **_conf(odf.conn_id, "engine_options.conf", opts.get("conf"))}
+    timeout = opts.get("timeout_s")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise OdfConnectionError(
+            f"connection '{odf.conn_id}': engine_options.timeout_s must be a positive number, got {timeout!r}"
+        )
+    binary = spark.spark_submit
+    if opts.get("spark_submit") is not None:
+        binary = _submit_binary(odf.conn_id, opts["spark_submit"])
+    return SparkSettings(spark.master, conf, binary, float(timeout) if timeout else None, spark.conn_id)
+
+
+# -- the hook ------------------------------------------------------------------------------------------------------
+
+
+class OdfHook(BaseHook):
+    """Workspace and Spark engine of an ``odf`` connection.
+
+    :param odf_conn_id: the ``odf`` connection.
+    :param spark_conn_id: a ``spark`` connection that overrides the one the odf connection names.
+    """
+
+    conn_name_attr = "odf_conn_id"
+    default_conn_name = "odf_default"
+    conn_type = "odf"
+    hook_name = "Open Data Fabric workspace"
+
+    def __init__(self, odf_conn_id: str = default_conn_name, *, spark_conn_id: str | None = None) -> None:
+        super().__init__()
+        self.odf_conn_id = odf_conn_id
+        self.spark_conn_id = spark_conn_id
+        self._settings: OdfSettings | None = None
+
+    # -- connections -----------------------------------------------------------------------------------------
+
+    def _connection(self, conn_id: str, what: str) -> Any:
+        try:
+            return self.get_connection(conn_id)
+        except Exception as e:  # AirflowNotFoundException and secrets-backend errors alike
+            raise OdfConnectionError(f"{what} '{conn_id}' is not defined ({type(e).__name__}: {e})") from None
+
+    async def _aconnection(self, conn_id: str, what: str) -> Any:
+        try:
+            return await self.aget_connection(conn_id)
+        except Exception as e:
+            raise OdfConnectionError(f"{what} '{conn_id}' is not defined ({type(e).__name__}: {e})") from None
+
+    def settings(self) -> OdfSettings:
+        if self._settings is None:
+            self._settings = odf_settings(self._connection(self.odf_conn_id, "odf connection"))
+        return self._settings
+
+    def _spark_conn_id(self, settings: OdfSettings) -> tuple[str | None, str]:
+        if self.spark_conn_id:
+            return self.spark_conn_id, "spark connection"
+        return settings.spark_conn_id, f"spark connection (named by odf connection '{settings.conn_id}')"
+
+    def spark_settings(self) -> SparkSettings:
+        odf = self.settings()
+        conn_id, what = self._spark_conn_id(odf)
+        spark = spark_settings(self._connection(conn_id, what)) if conn_id else SparkSettings()
+        return merge_engine_options(spark, odf)
+
+    # -- what operators use ----------------------------------------------------------------------------------
+
+    def get_workspace(self, *, create: bool = False) -> "Workspace":
+        """The workspace; ``create`` initializes a missing one (only the sync task does)."""
+        return _open_workspace(self.settings(), create=create)
+
+    async def aget_workspace(self) -> "Workspace":
+        """Async variant for triggers (the connection lookup must not block the triggerer's event loop)."""
+        if self._settings is None:
+            self._settings = odf_settings(await self._aconnection(self.odf_conn_id, "odf connection"))
+        import asyncio
+
+        return await asyncio.to_thread(_open_workspace, self._settings, create=False)
+
+    def get_engine(self, *, timeout_s: float | None = None) -> "SparkEngine":
+        """A Spark engine for one task; ``timeout_s`` (the task's execution_timeout) caps the connection's."""
+        from odf_core.engine import SparkEngine
+
+        s = self.spark_settings()
+        timeouts = [t for t in (s.timeout_s, timeout_s) if t]
+        self.log.info("Spark master %s (%s)", s.master, f"connection '{s.conn_id}'" if s.conn_id else "default")
+        return SparkEngine(master=s.master, conf=dict(s.conf), spark_submit=s.spark_submit,
+                           timeout_s=min(timeouts) if timeouts else None)
+
+    def get_conn(self) -> "Workspace":
+        return self.get_workspace()
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            ws = self.get_workspace()
+            self.spark_settings()
+            return True, f"workspace {ws.url}: {len(ws.list())} datasets"
+        except Exception as e:
+            return False, str(e)
+
+
+def _open_workspace(settings: OdfSettings, *, create: bool) -> "Workspace":
+    from odf_core.errors import OdfError
+    from odf_core.storage import ObjectStore
+    from odf_core.workspace import Workspace
+
+    try:
+        store = ObjectStore.open(settings.workspace, **settings.storage_options)
+    except OdfError as e:
+        raise OdfConnectionError(f"odf connection '{settings.conn_id}': {e}") from None
+    if not store.exists("workspace.version"):
+        if not create:
+            raise OdfConnectionError(
+                f"odf connection '{settings.conn_id}': no ODF workspace at {store.url} "
+                "(run 'odf init' there or let the odf__sync DAG create it)"
+            )
+        store.put("workspace.version", b"1")  # what Workspace.init writes, here with the storage options
+    return Workspace(store)

@@ -1,0 +1,117 @@
+"""What every ODF operator shares: the hook, a killable Spark engine, transaction ids and asset events.
+
+Operators hold only names (dataset, connection ids) until ``execute``: building a DAG never opens a workspace,
+imports Spark or touches the network.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Sequence
+
+from airflow.sdk import BaseOperator
+
+from airflow_provider_odf.assets import odf_asset
+from airflow_provider_odf.hooks.odf import OdfHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import Asset, Context
+    from odf_core.engine import SparkEngine
+    from odf_core.workspace import Workspace
+
+DEFAULT_CONN = OdfHook.default_conn_name
+
+
+def txn_id(dag_id: str, run_id: str, dataset: str) -> str:
+    """A transaction id fixed by (DAG, run, dataset): every try of every step of one run finds the same staging."""
+    digest = hashlib.sha256(f"{dag_id}\n{run_id}\n{dataset.lower()}".encode()).hexdigest()[:16]
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-.")[:48]
+    return f"af-{slug}-{digest}"
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def result_summary(dataset: str, result: Any) -> dict[str, Any]:
+    """The small JSON an asset event and the XCom carry about a commit (never data)."""
+    return {
+        "dataset": dataset,
+        "block": _jsonable(getattr(result, "block_hash", None)),
+        "head": _jsonable(getattr(result, "head", None)),
+        "offsets": _jsonable(getattr(result, "offset_interval", None)),
+        "records": _jsonable(getattr(result, "num_records", None)),
+        "watermark": _jsonable(getattr(result, "watermark", None)),
+    }
+
+
+class OdfBaseOperator(BaseOperator):
+    """Base of the ODF operators.
+
+    :param dataset: dataset name in the workspace.
+    :param odf_conn_id: the ``odf`` connection (workspace + Spark settings).
+    :param spark_conn_id: a ``spark`` connection overriding the one the odf connection names.
+    """
+
+    template_fields: Sequence[str] = ("dataset",)
+    ui_color = "#dbeafe"
+
+    def __init__(self, *, dataset: str, odf_conn_id: str = DEFAULT_CONN, spark_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dataset = dataset
+        self.odf_conn_id = odf_conn_id
+        self.spark_conn_id = spark_conn_id
+        self._engine: SparkEngine | None = None
+
+    @cached_property
+    def hook(self) -> OdfHook:
+        return OdfHook(self.odf_conn_id, spark_conn_id=self.spark_conn_id)
+
+    def workspace(self) -> "Workspace":
+        return self.hook.get_workspace()
+
+    def engine(self) -> "SparkEngine":
+        """A Spark engine whose own timeout is the task's ``execution_timeout`` (Airflow's is the other guard)."""
+        timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
+        self._engine = self.hook.get_engine(timeout_s=timeout)
+        return self._engine
+
+    def on_kill(self) -> None:
+        """Kill the whole process group of a running Spark job (Airflow calls this on timeout and on mark-failed)."""
+        if self._engine is not None:
+            self.log.info("Killing the Spark job of %s", self.dataset)
+            self._engine.kill()
+
+
+class OdfCommittingOperator(OdfBaseOperator):
+    """An operator that appends blocks to a dataset and emits its Asset event with the new head.
+
+    :param asset_namespace: namespace of the dataset's Asset URI (default: ``odf_conn_id``); the operator's outlet
+        is ``odf://<namespace>/<dataset>`` unless ``outlets`` is given.
+    """
+
+    def __init__(self, *, dataset: str, odf_conn_id: str = DEFAULT_CONN, asset_namespace: str | None = None,
+                 **kwargs: Any) -> None:
+        if "outlets" not in kwargs and "{{" not in dataset:
+            kwargs["outlets"] = [odf_asset(asset_namespace or odf_conn_id, dataset)]
+        super().__init__(dataset=dataset, odf_conn_id=odf_conn_id, **kwargs)
+        self.asset_namespace = asset_namespace
+
+    def _own_asset(self) -> "Asset | None":
+        from airflow.sdk import Asset
+
+        uri = odf_asset(self.asset_namespace or self.odf_conn_id, self.dataset).uri
+        return next((a for a in self.outlets if isinstance(a, Asset) and a.uri == uri), None)
+
+    def emit(self, context: "Context", summary: dict[str, Any]) -> None:
+        """Attach the commit summary to this task's asset event (what ``yield Metadata(asset, ...)`` does)."""
+        asset = self._own_asset()
+        if asset is not None:
+            context["outlet_events"][asset].extra.update(summary)
+            self.log.info("Asset event %s: %s", asset.uri, summary)

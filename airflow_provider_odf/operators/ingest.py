@@ -1,0 +1,176 @@
+"""Ingest of a root dataset as Airflow tasks: Fetch → Prepare → Read → Merge → Commit, and push ingest.
+
+Fetch begins the transaction with an id fixed by the DAG run, so a retry of any step finds the same staging area.
+Only ``txn.to_ref()`` (a small JSON) travels through XCom; every later step re-opens the transaction from it.
+When the source is up to date Fetch skips, and so does everything after it (no empty commit, no asset event).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_provider_odf.errors import OdfTaskError
+from airflow_provider_odf.operators.base import (
+    DEFAULT_CONN,
+    OdfBaseOperator,
+    OdfCommittingOperator,
+    result_summary,
+    txn_id,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+UP_TO_DATE_KEY = "odf_up_to_date"
+
+
+def _steps():
+    from odf_core.ingest import transaction
+
+    return transaction
+
+
+class OdfFetchOperator(OdfBaseOperator):
+    """Begin the run's ingest transaction and fetch new source data into its staging area.
+
+    :param source: name of the polling source (None: the dataset's only one).
+    :param fetch_options: passed to ``odf_core.ingest.transaction.fetch`` (e.g. HTTP headers).
+    """
+
+    template_fields: Sequence[str] = ("dataset", "source", "fetch_options")
+
+    def __init__(self, *, dataset: str, source: str | None = None, fetch_options: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(dataset=dataset, **kwargs)
+        self.source = source
+        self.fetch_options = fetch_options
+
+    def execute(self, context: "Context") -> dict[str, Any]:
+        tx = _steps()
+        tid = txn_id(context["dag"].dag_id, context["run_id"], self.dataset)
+        txn = tx.begin(self.workspace(), self.dataset, txn_id=tid, source=self.source)
+        self.log.info("%s: transaction %s, staging in %s", self.dataset, txn.txn_id, txn.staging_dir)
+        result = tx.fetch(txn, self.fetch_options)
+        if result.up_to_date:
+            context["ti"].xcom_push(key=UP_TO_DATE_KEY, value=True)
+            raise AirflowSkipException(f"{self.dataset}: the source is up to date, nothing to ingest")
+        self.log.info("%s: fetched %d bytes in %d file(s)", self.dataset, result.bytes_fetched, len(result.files))
+        return txn.to_ref()
+
+
+class _ContinuesTransaction:
+    """Mixin of the steps after Fetch: they find the transaction in the XCom of ``txn_from``."""
+
+    dataset: str
+    task_id: str
+    txn_from: str | None
+
+    def _fetch_task_id(self) -> str:
+        if self.txn_from:
+            return self.txn_from
+        group = self.task_id.rpartition(".")[0]
+        return f"{group}.fetch" if group else "fetch"
+
+    def transaction(self, context: "Context") -> Any:
+        ti, source = context["ti"], self._fetch_task_id()
+        ref = ti.xcom_pull(task_ids=source)
+        if ref is None:
+            if ti.xcom_pull(task_ids=source, key=UP_TO_DATE_KEY):
+                raise AirflowSkipException(f"{self.dataset}: the source was up to date, nothing to do")
+            raise OdfTaskError(
+                f"{self.dataset}: task '{source}' handed over no transaction (is txn_from right, did it run?)"
+            )
+        return _steps().IngestTransaction.from_ref(self.workspace(), ref)  # type: ignore[attr-defined]
+
+
+class _TxnStep(_ContinuesTransaction, OdfBaseOperator):
+    """A step that continues the transaction Fetch began.
+
+    :param txn_from: task id whose XCom holds the transaction (default: ``fetch`` in this task's group).
+    """
+
+    def __init__(self, *, dataset: str, txn_from: str | None = None, **kwargs: Any) -> None:
+        super().__init__(dataset=dataset, **kwargs)
+        self.txn_from = txn_from
+
+
+class OdfPrepareOperator(_TxnStep):
+    """Prepare the fetched files (decompress, unpack) as the polling source says."""
+
+    def execute(self, context: "Context") -> None:
+        txn = self.transaction(context)
+        result = _steps().prepare(txn)
+        self.log.info("%s: %d file(s) prepared", self.dataset, len(result.files))
+
+
+class OdfReadOperator(_TxnStep):
+    """Read the prepared files with Spark into the staged batch (schema, preprocess query)."""
+
+    def execute(self, context: "Context") -> None:
+        txn = self.transaction(context)
+        result = _steps().read(txn, self.engine())
+        self.log.info("%s: %d record(s) read", self.dataset, result.num_records)
+
+
+class OdfMergeOperator(_TxnStep):
+    """Merge the staged batch with the dataset's history (merge strategy) into the new data slice."""
+
+    def execute(self, context: "Context") -> None:
+        txn = self.transaction(context)
+        result = _steps().merge(txn, self.engine())
+        interval = result.offset_interval
+        where = f"offsets {interval[0]}..{interval[1]}" if interval else "no new records"
+        self.log.info("%s: %d record(s) after merge, %s", self.dataset, result.num_records, where)
+
+
+class OdfCommitOperator(_ContinuesTransaction, OdfCommittingOperator):
+    """Commit the transaction (data, checkpoint, source state) as one block and emit the dataset's Asset event.
+
+    :param txn_from: task id whose XCom holds the transaction (default: ``fetch`` in this task's group).
+    """
+
+    def __init__(self, *, dataset: str, txn_from: str | None = None, **kwargs: Any) -> None:
+        super().__init__(dataset=dataset, **kwargs)
+        self.txn_from = txn_from
+
+    def execute(self, context: "Context") -> dict[str, Any]:
+        txn = self.transaction(context)
+        result = _steps().commit(txn)
+        return _report_commit(self, context, result)
+
+
+class OdfPushIngestOperator(OdfCommittingOperator):
+    """Ingest a file or folder through a push source (e.g. a DAG triggered with ``{"path": ...}``).
+
+    :param path: file, folder or URL to ingest (templated, e.g. ``{{ params.path }}``).
+    :param source: push source name (None: the dataset's only one).
+    """
+
+    template_fields: Sequence[str] = ("dataset", "path", "source")
+
+    def __init__(self, *, dataset: str, path: str, source: str | None = None, odf_conn_id: str = DEFAULT_CONN,
+                 **kwargs: Any) -> None:
+        super().__init__(dataset=dataset, odf_conn_id=odf_conn_id, **kwargs)
+        self.path = path
+        self.source = source
+
+    def execute(self, context: "Context") -> dict[str, Any]:
+        if not self.path or not str(self.path).strip():
+            raise OdfTaskError(f"{self.dataset}: no path to push (trigger the DAG with {{\"path\": ...}})")
+        tid = txn_id(context["dag"].dag_id, context["run_id"], self.dataset)
+        self.log.info("%s: pushing %s (source %s, transaction %s)", self.dataset, self.path,
+                      self.source or "<default>", tid)
+        result = _steps().push(self.workspace(), self.dataset, str(self.path), source=self.source or None,
+                               engine=self.engine(), txn_id=tid)
+        return _report_commit(self, context, result)
+
+
+def _report_commit(op: OdfCommittingOperator, context: "Context", result: Any) -> dict[str, Any]:
+    if getattr(result, "block_hash", None) is None:
+        raise AirflowSkipException(f"{op.dataset}: nothing new to commit, head stays {result.head}")
+    summary = result_summary(op.dataset, result)
+    op.log.info("%s: committed block %s, %s record(s), offsets %s, watermark %s; head is now %s", op.dataset,
+                summary["block"], summary["records"], summary["offsets"], summary["watermark"], summary["head"])
+    op.emit(context, summary)
+    return summary

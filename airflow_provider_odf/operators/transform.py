@@ -1,0 +1,119 @@
+"""Derivative datasets and workspace upkeep as Airflow tasks: Transform, Verify, Sync.
+
+Asset events that woke a Transform are only hints (several may fold into one run, some may be missed): what to
+process is always computed from the metadata chains of the inputs, so a run with nothing new simply skips.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_provider_odf.errors import OdfTaskError
+from airflow_provider_odf.hooks.odf import OdfHook
+from airflow_provider_odf.operators.base import (
+    DEFAULT_CONN,
+    OdfBaseOperator,
+    OdfCommittingOperator,
+    result_summary,
+    txn_id,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+VerifyMode = Literal["integrity", "full"]
+
+
+class OdfTransformOperator(OdfCommittingOperator):
+    """Run the derivative's transform on the new input data with Spark, commit, emit the Asset event.
+
+    ``execution_timeout`` bounds the Spark job too; on timeout or kill, ``on_kill`` kills its whole process group.
+    """
+
+    def execute(self, context: "Context") -> dict[str, Any]:
+        from odf_core import transform
+
+        tid = txn_id(context["dag"].dag_id, context["run_id"], self.dataset)
+        self.log.info("%s: transforming new input data (transaction %s)", self.dataset, tid)
+        result = transform.run(self.workspace(), self.dataset, engine=self.engine(), txn_id=tid)
+        if result is None:
+            raise AirflowSkipException(f"{self.dataset}: the inputs have no new data, nothing to transform")
+        summary = result_summary(self.dataset, result)
+        self.log.info("%s: committed block %s, %s record(s), offsets %s, watermark %s; head is now %s",
+                      self.dataset, summary["block"], summary["records"], summary["offsets"], summary["watermark"],
+                      summary["head"])
+        self.emit(context, summary)
+        return summary
+
+
+class OdfVerifyOperator(OdfBaseOperator):
+    """Verify a dataset: ``integrity`` (hashes of blocks and files, cheap) or ``full`` (also replays transforms).
+
+    A failed verification fails the task with the report's summary.
+    """
+
+    template_fields: Sequence[str] = ("dataset", "mode")
+
+    def __init__(self, *, dataset: str, mode: VerifyMode = "integrity", **kwargs: Any) -> None:
+        if mode not in ("integrity", "full"):
+            raise ValueError(f"OdfVerifyOperator mode must be 'integrity' or 'full', got {mode!r}")
+        super().__init__(dataset=dataset, **kwargs)
+        self.mode = mode
+
+    def execute(self, context: "Context") -> dict[str, Any]:
+        ws = self.workspace()
+        self.log.info("%s: %s verification", self.dataset, self.mode)
+        if self.mode == "full":
+            from odf_core import transform
+
+            report = transform.verify(ws, self.dataset, engine=self.engine())
+        else:
+            from odf_core.chain.integrity import verify_integrity
+
+            report = verify_integrity(ws.get(self.dataset).store)
+        summary = report.summary()
+        if not report.ok:
+            raise OdfTaskError(f"{self.dataset}: verification failed: {summary}")
+        self.log.info("%s: %s", self.dataset, summary)
+        return {"dataset": self.dataset, "mode": self.mode, "ok": True}
+
+
+class OdfSyncOperator(BaseOperator):
+    """Bring the workspace in line with a folder of DatasetSnapshot files: add new datasets, evolve changed
+    transforms. This is the only place snapshots reach the workspace (never DAG parsing); a missing workspace is
+    created.
+
+    :param folder: folder of snapshot YAML files (as the workers see it).
+    """
+
+    template_fields: Sequence[str] = ("folder",)
+    ui_color = "#fef3c7"
+
+    def __init__(self, *, folder: str, odf_conn_id: str = DEFAULT_CONN, spark_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.folder = folder
+        self.odf_conn_id = odf_conn_id
+        self.spark_conn_id = spark_conn_id
+        self._engine: Any = None
+
+    def execute(self, context: "Context") -> list[str]:
+        from odf_core import transform
+
+        hook = OdfHook(self.odf_conn_id, spark_conn_id=self.spark_conn_id)
+        ws = hook.get_workspace(create=True)
+        timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
+        self._engine = hook.get_engine(timeout_s=timeout)
+        self.log.info("Syncing workspace %s with %s", ws.url, self.folder)
+        messages = transform.sync_snapshots(ws, self.folder, engine=self._engine)
+        for m in messages:
+            self.log.info("%s", m)
+        if not messages:
+            self.log.info("Workspace already matches %s", self.folder)
+        return list(messages)
+
+    def on_kill(self) -> None:
+        if self._engine is not None:
+            self._engine.kill()

@@ -1,0 +1,4 @@
+"""ODF sensors."""
+from airflow_provider_odf.sensors.odf import OdfDatasetSensor, OdfSourceSensor
+
+__all__ = ["OdfSourceSensor", "OdfDatasetSensor"]

@@ -1,0 +1,43 @@
+"""Airflow runs against a throw-away AIRFLOW_HOME (SQLite, no examples); connections come from env vars."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Airflow reads its configuration when first imported (test collection), so the environment is set right here;
+# the session fixture below owns the directory's lifetime.
+_HOME = tempfile.mkdtemp(prefix="odf-airflow-home-")
+os.environ["AIRFLOW_HOME"] = _HOME
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = os.path.join(_HOME, "dags")
+os.environ.setdefault("AIRFLOW__CORE__DAGBAG_IMPORT_ERROR_TRACEBACKS", "False")
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "dags_examples"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def airflow_home():
+    yield Path(_HOME)
+    shutil.rmtree(_HOME, ignore_errors=True)
+
+
+def conn_env(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields) -> None:
+    """Define a connection the way deployments do: ``AIRFLOW_CONN_<ID>`` holding the JSON form."""
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """A real workspace holding the example datasets (created from their snapshots; no Spark involved)."""
+    from odf_core.snapshots import add_snapshots, load_snapshot_files
+    from odf_core.workspace import Workspace
+
+    ws = Workspace.init(str(tmp_path / "ws" / ".odf"))
+    add_snapshots(ws, load_snapshot_files(sorted((EXAMPLES / "datasets").glob("*.yaml"))))
+    return ws

@@ -1,0 +1,150 @@
+"""Operators: they construct from names only, wire transactions and assets, verify for real and kill Spark jobs.
+
+Ingest/transform execution through ``dag.test()`` is covered once ``odf_core.ingest.transaction`` and
+``odf_core.transform`` exist.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from airflow.sdk import DAG, Asset, TaskGroup
+
+from airflow_provider_odf.errors import OdfTaskError
+from airflow_provider_odf.operators import (
+    OdfCommitOperator,
+    OdfFetchOperator,
+    OdfMergeOperator,
+    OdfPrepareOperator,
+    OdfPushIngestOperator,
+    OdfReadOperator,
+    OdfSyncOperator,
+    OdfTransformOperator,
+    OdfVerifyOperator,
+    txn_id,
+)
+from airflow_provider_odf.operators.base import result_summary
+
+from ..conftest import conn_env
+
+
+def test_all_operators_construct_in_a_dag_without_touching_anything():
+    with DAG("construct", schedule=None, auto_register=False) as dag:
+        for cls in (OdfFetchOperator, OdfPrepareOperator, OdfReadOperator, OdfMergeOperator, OdfCommitOperator,
+                    OdfTransformOperator, OdfVerifyOperator):
+            cls(task_id=cls.__name__, dataset="com.example.cities", odf_conn_id="nowhere")
+        OdfPushIngestOperator(task_id="push", dataset="com.example.ratings", path="{{ params.path }}")
+        OdfSyncOperator(task_id="sync", folder="/snapshots")
+    assert len(dag.tasks) == 9
+    assert all("dataset" in t.template_fields for t in dag.tasks if t.task_id != "sync")
+
+
+def test_committing_operators_declare_their_dataset_asset():
+    commit = OdfCommitOperator(task_id="c", dataset="Com.Example.Cities", odf_conn_id="odf_default")
+    assert [a.uri for a in commit.outlets] == ["odf://odf_default/com.example.cities"]
+    transform = OdfTransformOperator(task_id="t", dataset="x.y", odf_conn_id="lake", asset_namespace="prod")
+    assert [a.uri for a in transform.outlets] == ["odf://prod/x.y"]
+    assert transform._own_asset().uri == "odf://prod/x.y"
+    custom = OdfTransformOperator(task_id="u", dataset="x.y", outlets=[Asset("s3://elsewhere/x")])
+    assert [a.uri for a in custom.outlets] == ["s3://elsewhere/x"] and custom._own_asset() is None
+    templated = OdfPushIngestOperator(task_id="p", dataset="{{ params.ds }}", path="p")
+    assert templated.outlets == []
+
+
+def test_transaction_ids_are_stable_per_run_and_dataset():
+    a = txn_id("odf__cities", "scheduled__2026-01-01T00:00:00+00:00", "Com.Example.Cities")
+    assert a == txn_id("odf__cities", "scheduled__2026-01-01T00:00:00+00:00", "com.example.cities")
+    assert a.startswith("af-scheduled__2026-01-01T00-00-00-00-00-")
+    others = {txn_id("odf__cities", "manual__2026-01-01", "com.example.cities"),
+              txn_id("odf__graph", "scheduled__2026-01-01T00:00:00+00:00", "com.example.cities"),
+              txn_id("odf__cities", "scheduled__2026-01-01T00:00:00+00:00", "com.example.trips")}
+    assert a not in others and len(others) == 3
+    long = txn_id("d", "x" * 500 + "/../..", "n")
+    assert len(long) < 80 and "/" not in long
+
+
+def test_steps_find_the_fetch_task_of_their_group():
+    with DAG("g", schedule=None, auto_register=False):
+        plain = OdfPrepareOperator(task_id="prepare", dataset="d")
+        explicit = OdfReadOperator(task_id="read", dataset="d", txn_from="my_fetch")
+        with TaskGroup("cities"):
+            grouped = OdfCommitOperator(task_id="commit", dataset="d")
+    assert plain._fetch_task_id() == "fetch"
+    assert explicit._fetch_task_id() == "my_fetch"
+    assert grouped._fetch_task_id() == "cities.fetch"
+
+
+def test_result_summary_is_small_json():
+    class Result:
+        block_hash, head, offset_interval, num_records, watermark = "f1620a", "f1620a", (10, 19), 10, object()
+
+    s = result_summary("d", Result())
+    assert s["offsets"] == [10, 19] and s["records"] == 10 and isinstance(s["watermark"], str)
+
+
+def test_verify_mode_is_checked():
+    with pytest.raises(ValueError, match="'integrity' or 'full'"):
+        OdfVerifyOperator(task_id="v", dataset="d", mode="quick")
+
+
+def test_integrity_verification_passes_then_catches_corruption(monkeypatch, workspace):
+    conn_env(monkeypatch, "odf_v", conn_type="odf", extra={"workspace": workspace.url})
+    op = OdfVerifyOperator(task_id="v", dataset="com.example.cities", odf_conn_id="odf_v")
+    assert op.execute({}) == {"dataset": "com.example.cities", "mode": "integrity", "ok": True}
+    blocks = sorted(Path(workspace.get("com.example.cities").store.local_path("blocks")).iterdir())
+    raw = bytearray(blocks[0].read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    blocks[0].write_bytes(bytes(raw))
+    with pytest.raises(OdfTaskError, match="com.example.cities: verification failed"):
+        op.execute({})
+
+
+FAKE_SUBMIT = """#!/bin/sh
+# Stands in for spark-submit: a driver process in the same group, its pid announced through the FIFO (last arg).
+for a; do last=$a; done
+sleep 300 &
+echo $! > "$last"
+wait
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in state
+
+
+def test_on_kill_kills_the_whole_spark_process_group(monkeypatch, tmp_path):
+    submit = tmp_path / "bin" / "spark-submit"
+    submit.parent.mkdir()
+    submit.write_text(FAKE_SUBMIT)
+    submit.chmod(0o755)
+    conn_env(monkeypatch, "sp_fake", conn_type="spark", host="local[1]", extra={"spark-binary": str(submit)})
+    conn_env(monkeypatch, "odf_k", conn_type="odf", extra={"workspace": str(tmp_path), "spark_conn_id": "sp_fake"})
+    op = OdfTransformOperator(task_id="t", dataset="d", odf_conn_id="odf_k", execution_timeout=timedelta(minutes=7))
+    engine = op.engine()
+    assert (engine.spark_submit, engine.timeout_s) == (str(submit), 420)
+    fifo = tmp_path / "pid"
+    os.mkfifo(fifo)
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            engine.run_job("job.py", [str(fifo)])
+        except BaseException as e:
+            errors.append(e)
+
+    job = threading.Thread(target=run)
+    job.start()
+    with open(fifo) as f:  # blocks until the fake driver started
+        driver = int(f.read().strip())
+    assert _alive(driver)
+    op.on_kill()
+    job.join(30)
+    assert not job.is_alive() and errors and "killed by signal" in str(errors[0])
+    assert not _alive(driver)
