@@ -1,13 +1,12 @@
 """Adding DatasetSnapshots to a workspace as a batch: parse all, order by dependencies, then create."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterable
 
 from odf_core.errors import DatasetExists, OdfError
 from odf_core.identity import DatasetAlias, DatasetRef
-import os
-
 from odf_core.metadata import DatasetSnapshot, FetchStepFilesGlob, SetPollingSource, SetTransform
 from odf_core.metadata.yaml_serde import iter_manifest_files
 from odf_core.workspace import DatasetHandle, Workspace
@@ -90,3 +89,48 @@ def add_snapshots(ws: Workspace, snapshots: list[tuple[str, DatasetSnapshot]]) -
         except OdfError as e:
             raise type(e)(f"{f}: {e}") from None
     return created
+
+
+def _same_transform(a: SetTransform, b: SetTransform) -> bool:
+    def key(ev: SetTransform):
+        return (ev.inputs, ev.transform.replace(version=None))
+
+    return key(a) == key(b)
+
+
+def sync_snapshots(ws: Workspace, folder: str | Path, *, engine, in_process: bool = False) -> list[str]:
+    """Bring the workspace in line with a folder of snapshots: add new datasets, evolve changed transforms and
+    sources. Returns one message per change. Never deletes a dataset."""
+    from odf_core.metadata import AddPushSource, SetInfo, SetLicense
+    from odf_core.transform import set_transform
+
+    files = sorted(f for f in Path(folder).glob("*") if f.suffix in (".yaml", ".yml") and f.is_file())
+    snapshots = load_snapshot_files(files)
+    new = [(f, s) for f, s in snapshots if not ws.exists(DatasetAlias.parse(s.name).name)]
+    messages = [f"added {h.name} from {f}" for h, (f, _) in zip(add_snapshots(ws, new), dependency_order(new))]
+    added = {DatasetAlias.parse(s.name).name.key for _, s in new}
+    for f, snap in dependency_order(snapshots):
+        if DatasetAlias.parse(snap.name).name.key in added:
+            continue
+        handle = ws.get(snap.name)
+        state = handle.state()
+        for ev in snap.metadata:
+            if isinstance(ev, SetTransform):
+                wanted = ws.normalize_event(ev, snap)
+                if state.transform is None or not _same_transform(state.transform, wanted):
+                    set_transform(ws, snap.name, ev, engine=engine, in_process=in_process)
+                    messages.append(f"evolved the transform of {handle.name} from {f}")
+            elif isinstance(ev, SetPollingSource) and ws.normalize_event(ev, snap) != state.polling_source:
+                handle.chain.append_event(ws.normalize_event(ev, snap))
+                messages.append(f"updated the polling source of {handle.name} from {f}")
+            elif isinstance(ev, AddPushSource) and state.push_source(ev.source_name) != ws.normalize_event(ev, snap):
+                handle.chain.append_event(ws.normalize_event(ev, snap))
+                messages.append(f"updated push source '{ev.source_name}' of {handle.name} from {f}")
+            elif isinstance(ev, SetInfo) and ev != state.info:
+                handle.chain.append_event(ev)
+                messages.append(f"updated the info of {handle.name}")
+            elif isinstance(ev, SetLicense) and ev != state.license:
+                handle.chain.append_event(ev)
+                messages.append(f"updated the license of {handle.name}")
+            state = handle.state()
+    return messages

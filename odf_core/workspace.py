@@ -138,7 +138,7 @@ class Workspace:
             raise DatasetExists(f"dataset '{name}' already exists in workspace {self.url}")
         dataset_id, private_key = DatasetID.new_keypair()
         events: list[MetadataEvent] = [Seed(dataset_id=dataset_id, dataset_kind=snapshot.kind)]
-        events += [self._normalize_event(ev, snapshot) for ev in snapshot.metadata]
+        events += [self.normalize_event(ev, snapshot) for ev in snapshot.metadata]
         system_time = system_time or Timestamp.now()
 
         blocks, state = [], ChainState()
@@ -173,7 +173,7 @@ class Workspace:
         if path:
             os.chmod(path, 0o600)
 
-    def _normalize_event(self, ev: MetadataEvent, snapshot: DatasetSnapshot) -> MetadataEvent:
+    def normalize_event(self, ev: MetadataEvent, snapshot: DatasetSnapshot) -> MetadataEvent:
         """Snapshot conveniences become canonical block content (``query`` → ``queries``, inputs → dataset IDs)."""
         if isinstance(ev, (SetPollingSource, AddPushSource)) and ev.preprocess is not None:
             return ev.replace(preprocess=ev.preprocess.normalized())

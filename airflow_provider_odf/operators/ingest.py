@@ -35,7 +35,7 @@ class OdfFetchOperator(OdfBaseOperator):
     """Begin the run's ingest transaction and fetch new source data into its staging area.
 
     :param source: name of the polling source (None: the dataset's only one).
-    :param fetch_options: passed to ``odf_core.ingest.transaction.fetch`` (e.g. HTTP headers).
+    :param fetch_options: fields of ``odf_core.ingest.FetchOptions`` (e.g. ``{"timeout_s": 30, "glob_batch": True}``).
     """
 
     template_fields: Sequence[str] = ("dataset", "source", "fetch_options")
@@ -49,9 +49,12 @@ class OdfFetchOperator(OdfBaseOperator):
     def execute(self, context: "Context") -> dict[str, Any]:
         tx = _steps()
         tid = txn_id(context["dag"].dag_id, context["run_id"], self.dataset)
-        txn = tx.begin(self.workspace(), self.dataset, txn_id=tid, source=self.source)
+        from odf_core.ingest import FetchOptions
+
+        ws = self.workspace()
+        txn = tx.begin(ws, self.dataset, txn_id=tid, source=self.source)
         self.log.info("%s: transaction %s, staging in %s", self.dataset, txn.txn_id, txn.staging_dir)
-        result = tx.fetch(txn, self.fetch_options)
+        result = tx.fetch(ws, txn, FetchOptions(**(self.fetch_options or {})))
         if result.up_to_date:
             context["ti"].xcom_push(key=UP_TO_DATE_KEY, value=True)
             raise AirflowSkipException(f"{self.dataset}: the source is up to date, nothing to ingest")
@@ -100,8 +103,8 @@ class OdfPrepareOperator(_TxnStep):
 
     def execute(self, context: "Context") -> None:
         txn = self.transaction(context)
-        result = _steps().prepare(txn)
-        self.log.info("%s: %d file(s) prepared", self.dataset, len(result.files))
+        files = _steps().prepare(self.workspace(), txn)
+        self.log.info("%s: %d file(s) prepared", self.dataset, len(files))
 
 
 class OdfReadOperator(_TxnStep):
@@ -109,7 +112,8 @@ class OdfReadOperator(_TxnStep):
 
     def execute(self, context: "Context") -> None:
         txn = self.transaction(context)
-        result = _steps().read(txn, self.engine())
+        # spark-submit in its own process group, so on_kill / execution_timeout can stop the whole job
+        result = _steps().read(self.workspace(), txn, self.engine(), in_process=False)
         self.log.info("%s: %d record(s) read", self.dataset, result.num_records)
 
 
@@ -118,7 +122,7 @@ class OdfMergeOperator(_TxnStep):
 
     def execute(self, context: "Context") -> None:
         txn = self.transaction(context)
-        result = _steps().merge(txn, self.engine())
+        result = _steps().merge(self.workspace(), txn, self.engine(), in_process=False)
         interval = result.offset_interval
         where = f"offsets {interval[0]}..{interval[1]}" if interval else "no new records"
         self.log.info("%s: %d record(s) after merge, %s", self.dataset, result.num_records, where)
@@ -136,7 +140,7 @@ class OdfCommitOperator(_ContinuesTransaction, OdfCommittingOperator):
 
     def execute(self, context: "Context") -> dict[str, Any]:
         txn = self.transaction(context)
-        result = _steps().commit(txn)
+        result = _steps().commit(self.workspace(), txn)
         return _report_commit(self, context, result)
 
 
@@ -162,7 +166,7 @@ class OdfPushIngestOperator(OdfCommittingOperator):
         self.log.info("%s: pushing %s (source %s, transaction %s)", self.dataset, self.path,
                       self.source or "<default>", tid)
         result = _steps().push(self.workspace(), self.dataset, str(self.path), source=self.source or None,
-                               engine=self.engine(), txn_id=tid)
+                               engine=self.engine(), txn_id=tid, in_process=False)
         return _report_commit(self, context, result)
 
 

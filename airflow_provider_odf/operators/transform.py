@@ -37,7 +37,8 @@ class OdfTransformOperator(OdfCommittingOperator):
 
         tid = txn_id(context["dag"].dag_id, context["run_id"], self.dataset)
         self.log.info("%s: transforming new input data (transaction %s)", self.dataset, tid)
-        result = transform.run(self.workspace(), self.dataset, engine=self.engine(), txn_id=tid)
+        result = transform.run(self.workspace(), self.dataset, engine=self.engine(), txn_id=tid,
+                               in_process=False)
         if result is None:
             raise AirflowSkipException(f"{self.dataset}: the inputs have no new data, nothing to transform")
         summary = result_summary(self.dataset, result)
@@ -68,7 +69,7 @@ class OdfVerifyOperator(OdfBaseOperator):
         if self.mode == "full":
             from odf_core import transform
 
-            report = transform.verify(ws, self.dataset, engine=self.engine())
+            report = transform.verify(ws, self.dataset, engine=self.engine(), in_process=False)
         else:
             from odf_core.chain.integrity import verify_integrity
 
@@ -107,7 +108,9 @@ class OdfSyncOperator(BaseOperator):
         timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
         self._engine = hook.get_engine(timeout_s=timeout)
         self.log.info("Syncing workspace %s with %s", ws.url, self.folder)
-        messages = transform.sync_snapshots(ws, self.folder, engine=self._engine)
+        from odf_core.snapshots import sync_snapshots
+
+        messages = sync_snapshots(ws, self.folder, engine=self._engine)
         for m in messages:
             self.log.info("%s", m)
         if not messages:

@@ -35,7 +35,7 @@ def head_moved(head: str | None, after_head: str | None) -> bool:
 
 
 def source_has_new_data(ws: "Workspace", dataset: str) -> bool:
-    from odf_core.ingest.transaction import has_new_data
+    from odf_core.ingest.probe import has_new_data
 
     return has_new_data(ws, dataset)
 

@@ -338,7 +338,7 @@ def set_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: S
         raise TransformError(f"dataset '{handle.name}' is not a derivative dataset")
     from odf_core.metadata import DatasetSnapshot
 
-    event = ws._normalize_event(event, DatasetSnapshot(name=str(handle.name), kind=DatasetKind.DERIVATIVE,
+    event = ws.normalize_event(event, DatasetSnapshot(name=str(handle.name), kind=DatasetKind.DERIVATIVE,
                                                        metadata=(event,)))
     _check_engine(event.transform, str(handle.name), False)
     with tempfile.TemporaryDirectory(prefix="odf-validate-") as tmp:
