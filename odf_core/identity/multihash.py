@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from multiformats import multibase, varint
+from multiformats import multibase
 
 from odf_core.errors import InvalidIdentifier
 
@@ -12,6 +12,34 @@ SHA3_256 = 0x16
 ARROW0_SHA3_256 = 0x300016  # logical hash of data (arrow-digest V0)
 ODF_METADATA_BLOCK = 0x400000  # multicodec of a block manifest's kind
 ED25519_PUB = 0xED
+
+
+def varint_encode(n: int) -> bytes:
+    """Unsigned LEB128 (multiformats varint). Hand-written: the library's version validates types at run time,
+    which dominated block decoding in profiles."""
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def varint_decode(data: bytes, pos: int = 0) -> tuple[int, int]:
+    """(value, position after it); at most 9 bytes as the multiformats spec allows."""
+    value = shift = 0
+    for i in range(pos, min(len(data), pos + 9)):
+        b = data[i]
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            if b == 0 and i > pos:
+                raise ValueError("non-minimal varint")
+            return value, i + 1
+        shift += 7
+    raise ValueError("truncated or over-long varint")
 
 
 def decode_multibase(text: str) -> bytes:
@@ -43,12 +71,13 @@ class Multihash:
     @classmethod
     def from_bytes(cls, data: bytes) -> "Multihash":
         """Parse the binary form ``varint(code) varint(len) digest``."""
+        data = bytes(data)
         try:
-            code, n1, _ = varint.decode_raw(data)
-            size, n2, _ = varint.decode_raw(data[n1:])
-        except Exception:
+            code, p1 = varint_decode(data)
+            size, p2 = varint_decode(data, p1)
+        except ValueError:
             raise InvalidIdentifier(f"invalid multihash bytes {data.hex()!r}") from None
-        digest = bytes(data[n1 + n2:])
+        digest = data[p2:]
         if len(digest) != size:
             raise InvalidIdentifier(
                 f"invalid multihash bytes {data.hex()!r}: header says {size} digest bytes, found {len(digest)}"
@@ -64,7 +93,7 @@ class Multihash:
     parse = from_multibase
 
     def to_bytes(self) -> bytes:
-        return varint.encode(self.code) + varint.encode(len(self.digest)) + self.digest
+        return varint_encode(self.code) + varint_encode(len(self.digest)) + self.digest
 
     def to_multibase(self) -> str:
         return "f" + self.to_bytes().hex()
