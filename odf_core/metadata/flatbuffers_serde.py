@@ -146,21 +146,18 @@ class _Reader:
     def indirect(self, pos: int) -> int:
         return pos + self.get(_U32, pos)
 
-    def table(self, pos: int) -> tuple[int, int, int]:
-        """(table position, vtable position, vtable length)."""
+    def table(self, pos: int) -> tuple[int, tuple[int, ...]]:
+        """(table position, its vtable's field offsets), the vtable read in one go."""
         vt = pos - self.get(_I32, pos)
         vt_len = self.get(_U16, vt)
         obj_len = self.get(_U16, vt + 2)
         if vt_len < 4 or vt_len % 2 or vt + vt_len > self.n or pos + obj_len > self.n:
             raise self.fail(f"invalid vtable at {vt}")
-        return pos, vt, vt_len
+        return pos, struct.unpack_from(f"<{(vt_len - 4) // 2}H", self.buf, vt + 4)
 
-    def field(self, tab: tuple[int, int, int], slot: int) -> int | None:
-        pos, vt, vt_len = tab
-        o = 4 + 2 * slot
-        if o >= vt_len:
-            return None
-        rel = self.get(_U16, vt + o)
+    def field(self, tab: tuple[int, tuple[int, ...]], slot: int) -> int | None:
+        pos, offsets = tab
+        rel = offsets[slot] if slot < len(offsets) else 0
         return pos + rel if rel else None
 
     def vector(self, pos: int) -> tuple[int, int]:
@@ -212,7 +209,7 @@ def _decode_value(r: _Reader, w: Wire, pos: int, path: str, wrapped: bool = Fals
     raise r.fail(f"{path}: unexpected wire kind {k}")
 
 
-def _decode_union(r: _Reader, name: str, tab: tuple[int, int, int], slot: int, path: str) -> Any:
+def _decode_union(r: _Reader, name: str, tab: tuple[int, tuple[int, ...]], slot: int, path: str) -> Any:
     tpos = r.field(tab, slot)
     vpos = r.field(tab, slot + 1)
     if tpos is None or vpos is None:
