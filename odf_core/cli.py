@@ -164,7 +164,11 @@ def cmd_pull(args) -> int:
 
         names = upstream_order(ws, names)
     for name in names:
-        kind = ws.get(name).state().kind.value
+        state = ws.get(name).state()
+        kind = state.kind.value
+        if kind == "Root" and state.polling_source is None and args.recursive:
+            print(f"{name}: push sources only, nothing to pull")
+            continue
         if kind == "Derivative":
             from odf_core.transform.coordinator import run as run_transform
 
