@@ -5,12 +5,12 @@ Bool is ``1`` (false) / ``2`` (true); Utf8/Binary is ``u64le(len)`` + bytes (Fix
 a list is ``u64le(len)`` followed by its items, each encoded by the same rules with the items' own validity.
 
 Strategy: fixed-size columns without nulls go to the hasher straight from the Arrow value buffer (zero copy).
-Everything else is *encoded*: :func:`_encode` turns an array into a ``large_binary`` array whose i-th value is the
-exact byte encoding of row i, so its data buffer is the stream to hash and its offsets delimit rows (what a parent
-list needs). Fixed-size values with nulls: the values viewed as ``fixed_size_binary`` with nulls filled by ``0x00``.
-Variable-size rows: per-row prefixes ``u64le(len)`` (``0x00`` markers on null rows) and segments (value bytes or the
-children's encodings, null on null rows) are interleaved by one Arrow ``take``. Long columns are cut into chunks;
-the next chunk is encoded on a worker thread while the current one is hashed.
+Everything else is *encoded*: :func:`_encode` turns an array into a ``binary``/``large_binary`` array whose i-th
+value is the exact byte encoding of row i, so its data buffer is the stream to hash and its offsets delimit rows
+(what a parent list needs). Fixed-size values with nulls: the values viewed as ``fixed_size_binary`` with nulls
+filled by ``0x00``. Variable-size rows: per-row prefixes ``u64le(len)`` (``0x00`` markers on null rows) and
+segments (value bytes or the children's encodings, null on null rows) are interleaved by one Arrow ``take``.
+Long columns are cut into chunks; the next chunk is encoded on a worker thread while the current one is hashed.
 """
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ ITEMS_PER_CHUNK = 1 << 20  # child items of a list column per chunk
 INT32_OFFSETS_LIMIT = 2**31  # encoded strings at least this long switch from binary to large_binary
 
 _LB = pa.large_binary()
-_EMPTY = pa.scalar(b"", _LB)
 _NULL_MARKER = pa.scalar(b"\x00", _LB)
 
 

@@ -17,9 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from odf_core.hashing import HashingError, UnsupportedTypeError, logical_hash_file, logical_hash_table
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_hashing_logical import ref_logical_hash, tables  # noqa: E402
+from tests.odf_core.hashing.test_hashing_logical import ref_logical_hash, tables
 
 
 def odf_slice(n: int) -> pa.Table:
