@@ -66,6 +66,10 @@ class SparkEngine:
     timeout_s: float | None = None
     _proc: subprocess.Popen | None = field(default=None, repr=False)
     _session: object | None = field(default=None, repr=False)
+    # kill() may come from another thread (Airflow's on_kill) while a job is starting: the lock makes it either see
+    # the new process or stop the job from starting at all, never miss it.
+    _killed: bool = field(default=False, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def effective_conf(self) -> dict[str, str]:
         return {**DEFAULT_CONF, **self.conf}
@@ -100,12 +104,15 @@ class SparkEngine:
         timeout_s = timeout_s if timeout_s is not None else self.timeout_s
         log.info("starting %s: %s", what, " ".join(cmd))
         start = time.monotonic()
-        try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env=self._env(), start_new_session=True)
-        except OSError as e:
-            raise EngineError(f"cannot start Spark ({cmd[0]}): {e}") from None
-        self._proc = proc
+        with self._lock:
+            if self._killed:
+                raise EngineError(f"{what} was not started: the engine was killed")
+            try:
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=self._env(), start_new_session=True)
+            except OSError as e:
+                raise EngineError(f"cannot start Spark ({cmd[0]}): {e}") from None
+            self._proc = proc
         tail: collections.deque[str] = collections.deque(maxlen=60)
 
         def pump():
@@ -120,7 +127,7 @@ class SparkEngine:
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            self.kill()
+            self._terminate(proc, 5.0)
             reader.join(timeout=5)
             raise EngineTimeout(f"{what} timed out after {timeout_s:g} s; its process group was killed") from None
         finally:
@@ -139,9 +146,18 @@ class SparkEngine:
         return result
 
     def kill(self, grace_s: float = 5.0) -> None:
-        """Terminate the running job's whole process group (SIGTERM, then SIGKILL after ``grace_s``)."""
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
+        """Terminate the running job's whole process group (SIGTERM, then SIGKILL after ``grace_s``); no job starts
+        on this engine afterwards."""
+        with self._lock:
+            self._killed = True
+            proc = self._proc
+        if proc is not None:
+            self._terminate(proc, grace_s)
+
+    @staticmethod
+    def _terminate(proc: subprocess.Popen, grace_s: float) -> None:
+        """SIGTERM the job's process group, SIGKILL it after ``grace_s``."""
+        if proc.poll() is not None:
             return
         try:
             pgid = os.getpgid(proc.pid)

@@ -91,6 +91,15 @@ def add_snapshots(ws: Workspace, snapshots: list[tuple[str, DatasetSnapshot]]) -
     return created
 
 
+def snapshot_files(folder: str | Path) -> list[Path]:
+    """The YAML files of a snapshot folder and its subfolders, hidden ones (such as a ``.odf`` workspace) skipped:
+    the same files the Airflow DAG factory makes DAGs of, so every DAG it builds gets its dataset."""
+    root = Path(folder)
+    return sorted(p for p in root.rglob("*")
+                  if p.suffix.lower() in (".yaml", ".yml") and p.is_file()
+                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
 def _same_transform(a: SetTransform, b: SetTransform) -> bool:
     def key(ev: SetTransform):
         return (ev.inputs, ev.transform.replace(version=None))
@@ -104,8 +113,7 @@ def sync_snapshots(ws: Workspace, folder: str | Path, *, engine, in_process: boo
     from odf_core.metadata import AddPushSource, SetInfo, SetLicense
     from odf_core.transform import set_transform
 
-    files = sorted(f for f in Path(folder).glob("*") if f.suffix in (".yaml", ".yml") and f.is_file())
-    snapshots = load_snapshot_files(files)
+    snapshots = load_snapshot_files(snapshot_files(folder))
     new = [(f, s) for f, s in snapshots if not ws.exists(DatasetAlias.parse(s.name).name)]
     messages = [f"added {h.name} from {f}" for h, (f, _) in zip(add_snapshots(ws, new), dependency_order(new))]
     added = {DatasetAlias.parse(s.name).name.key for _, s in new}

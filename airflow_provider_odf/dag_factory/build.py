@@ -93,7 +93,7 @@ class Builder:
                 deferrable=s.sensor == "deferrable", mode="reschedule" if s.sensor == "reschedule" else "poke",
                 poke_interval=s.sensor_poke_interval, timeout=s.sensor_timeout, soft_fail=True))
         tasks += [
-            OdfFetchOperator(task_id="fetch", **c),
+            OdfFetchOperator(task_id="fetch", fetch_options=dict(s.fetch_options) or None, **c),
             OdfPrepareOperator(task_id="prepare", **c),
             OdfReadOperator(task_id="read", **c),
             OdfMergeOperator(task_id="merge", **c),
@@ -126,6 +126,9 @@ class Builder:
         if d.manual and (bad := sorted(explicit & set(ROOT_ONLY))):
             raise OdfDagDefinitionError(f"{where}.{bad[0]}: a root without a polling source runs when triggered "
                                         "with a path to push, not on a schedule or sensor")
+        if (d.kind == "derivative" or d.manual) and "fetch_options" in explicit:
+            raise OdfDagDefinitionError(f"{where}.fetch_options: only a polling source fetches (this dataset "
+                                        f"{'transforms its inputs' if d.kind == 'derivative' else 'is pushed to'})")
         if d.kind == "root" and "asset_trigger" in explicit:
             raise OdfDagDefinitionError(f"{where}.asset_trigger: only derivatives are scheduled on assets")
         if self.settings.whole_graph and not d.manual and "schedule" in explicit:

@@ -9,6 +9,7 @@
       com.example.trips:
         schedule: "0 * * * *"
         pool: spark
+        fetch_options: {glob_batch: true}   # how the fetch step runs (odf_core.ingest.FetchOptions)
 
 A broken ``defaults`` section fails the whole DAG file (no DAG could be trusted: which workspace, which
 schedule?); a broken per-dataset section only stops that dataset's DAG.
@@ -94,6 +95,34 @@ def _one_of(*allowed: str) -> Callable[[Any], str]:
     return check
 
 
+def _int_gt0(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise _Bad("expected a whole number > 0")
+    return v
+
+
+# The fields of odf_core.ingest.FetchOptions (kept in step by a test; not imported: parsing stays light).
+FETCH_OPTIONS: dict[str, Callable[[Any], Any]] = {
+    "timeout_s": _seconds, "glob_batch": _bool, "hardlink": _bool, "container_batch_size": _int_gt0,
+    "docker_host": _str, "container_network": _str, "container_timeout_s": _seconds,
+}
+
+
+def _fetch_options(v: Any) -> tuple[tuple[str, Any], ...]:
+    if not isinstance(v, dict):
+        raise _Bad(f"expected a mapping of fetch options ({', '.join(FETCH_OPTIONS)})")
+    out = {}
+    for key, value in v.items():
+        check = FETCH_OPTIONS.get(key)
+        if check is None:
+            raise _Bad(f"unknown fetch option {key!r} (allowed: {', '.join(FETCH_OPTIONS)})")
+        try:
+            out[key] = check(value)
+        except _Bad as e:
+            raise _Bad(f"fetch option {key!r}: {e}") from None
+    return tuple(sorted(out.items()))
+
+
 def _namespace(v: Any) -> str:
     v = _str(v)
     if not re.match(r"^[A-Za-z0-9._~-]+$", v):
@@ -118,6 +147,7 @@ class DagSettings:
     sensor_poke_interval: float = 60.0
     sensor_timeout: float = 600.0
     asset_trigger: str = "any"  # any | all (derivatives: one updated input is enough, or all of them)
+    fetch_options: tuple[tuple[str, Any], ...] = ()  # polling roots: FetchOptions fields, e.g. glob_batch
 
 
 @dataclass(frozen=True)
@@ -148,6 +178,7 @@ _DAG_FIELDS: dict[str, Callable[[Any], Any]] = {
     "tags": _tags, "spark_conn_id": _opt_str, "execution_timeout": _opt_seconds,
     "verify": _one_of("integrity", "full", "none"), "sensor": _one_of("deferrable", "reschedule", "poke", "none"),
     "sensor_poke_interval": _seconds, "sensor_timeout": _seconds, "asset_trigger": _one_of("any", "all"),
+    "fetch_options": _fetch_options,
 }
 _FOLDER_FIELDS: dict[str, Callable[[Any], Any]] = {
     "odf_conn_id": _str, "asset_namespace": _namespace, "whole_graph": _bool, "sync_schedule": _opt_str,

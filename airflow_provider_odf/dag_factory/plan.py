@@ -16,13 +16,13 @@ from odf_core.errors import OdfError
 from odf_core.identity import DatasetAlias, DatasetRef
 from odf_core.metadata import AddPushSource, DatasetKind, DatasetSnapshot, SetInfo, SetPollingSource, SetTransform
 from odf_core.metadata.yaml_serde import iter_manifest_files
+from odf_core.snapshots import snapshot_files as odf_snapshot_files
 
 DAG_PREFIX = "odf__"
 SYNC_DAG_ID = f"{DAG_PREFIX}sync"
 GRAPH_DAG_ID = f"{DAG_PREFIX}graph"
 ERRORS_DAG_ID = f"{DAG_PREFIX}definition_errors"
 RESERVED_DAG_IDS = {SYNC_DAG_ID, GRAPH_DAG_ID, ERRORS_DAG_ID}
-SNAPSHOT_SUFFIXES = (".yaml", ".yml")
 
 
 def dag_id_of(name: str) -> str:
@@ -72,13 +72,9 @@ class FolderPlan:
 
 
 def snapshot_files(folder: Path) -> list[Path]:
-    """YAML files under ``folder``, hidden directories (such as a ``.odf`` workspace) excluded, sorted."""
-    out = []
-    for p in folder.rglob("*"):
-        rel = p.relative_to(folder).parts
-        if p.suffix.lower() in SNAPSHOT_SUFFIXES and not any(part.startswith(".") for part in rel) and p.is_file():
-            out.append(p)
-    return sorted(out)
+    """YAML files under ``folder``, hidden directories (such as a ``.odf`` workspace) excluded, sorted — the very
+    files the ``odf__sync`` task adds to the workspace."""
+    return odf_snapshot_files(folder)
 
 
 def _inputs(snapshot: DatasetSnapshot) -> tuple[str, ...]:

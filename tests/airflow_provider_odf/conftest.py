@@ -41,3 +41,16 @@ def workspace(tmp_path):
     ws = Workspace.init(str(tmp_path / "ws" / ".odf"))
     add_snapshots(ws, load_snapshot_files(sorted((EXAMPLES / "datasets").glob("*.yaml"))))
     return ws
+
+
+@pytest.fixture(scope="session")
+def airflow_db(airflow_home):
+    """The metadata DB of the throw-away AIRFLOW_HOME, migrated once per session (what ``dag.test()`` needs)."""
+    import subprocess
+    import sys
+
+    airflow = Path(sys.executable).parent / "airflow"
+    done = subprocess.run([str(airflow), "db", "migrate"], env=dict(os.environ), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return airflow_home / "airflow.db"

@@ -83,3 +83,29 @@ datasets:
     assert "datasets.worse.one.odf_conn_id: only allowed under defaults" in s.dataset_errors["worse.one"]
     assert "not a dataset name" in s.dataset_errors["not_a_name!"]
     assert "dataset listed twice" in s.dataset_errors["twice"]
+
+
+def test_fetch_options_are_checked_against_the_ingest_fetch_options(tmp_path):
+    from dataclasses import fields
+
+    from odf_core.ingest import FetchOptions
+
+    from airflow_provider_odf.dag_factory.config import FETCH_OPTIONS
+
+    assert set(FETCH_OPTIONS) == {f.name for f in fields(FetchOptions)}
+    s = load_settings(sidecar(tmp_path, """
+defaults:
+  fetch_options: {timeout_s: 20}
+datasets:
+  a.b: {fetch_options: {glob_batch: true, container_network: bridge}}
+  c.d: {fetch_options: {glob_batch: 'yes'}}
+  e.f: {fetch_options: {parallel: 4}}
+  g.h: {fetch_options: [glob_batch]}
+"""))
+    assert s.defaults.fetch_options == (("timeout_s", 20.0),)
+    options = dict(s.for_dataset("a.b").fetch_options)
+    assert options == {"glob_batch": True, "container_network": "bridge"}
+    FetchOptions(**options)  # what the fetch task will build from them
+    assert "datasets.c.d.fetch_options: fetch option 'glob_batch': expected true or false" in s.dataset_errors["c.d"]
+    assert "unknown fetch option 'parallel' (allowed: timeout_s, glob_batch" in s.dataset_errors["e.f"]
+    assert "expected a mapping of fetch options" in s.dataset_errors["g.h"]

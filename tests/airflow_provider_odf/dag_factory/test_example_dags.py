@@ -36,6 +36,8 @@ def test_polling_roots_chain_and_schedule(bag, dag_id, cron):
     assert {"odf", "root", "example"} <= set(dag.tags)
     fetch = dag.task_dict["fetch"]
     assert (fetch.retries, fetch.retry_delay.total_seconds(), fetch.execution_timeout.total_seconds()) == (2, 30, 1800)
+    # trips takes every new daily file in one run; cities has nothing to say about fetching
+    assert fetch.fetch_options == ({"glob_batch": True} if dag_id == "odf__com_example_trips" else None)
 
 
 def test_commit_emits_the_dataset_asset(bag):

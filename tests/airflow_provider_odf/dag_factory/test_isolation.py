@@ -140,10 +140,12 @@ def test_bad_per_dataset_settings_only_drop_that_dag(folder):
 
 def test_settings_that_cannot_apply_are_errors(folder):
     (folder / "odf-dags.yaml").write_text("datasets:\n  com.example.ratings:\n    sensor: poke\n"
-                                          "  com.example.cities:\n    asset_trigger: all\n")
+                                          "  com.example.cities:\n    asset_trigger: all\n"
+                                          "  com.example.busy-cities:\n    fetch_options: {timeout_s: 5}\n")
     error = only_error(load(folder / "odf_dags.py"))
     assert "datasets.com.example.ratings.sensor: a root without a polling source runs when triggered" in error
     assert "datasets.com.example.cities.asset_trigger: only derivatives are scheduled on assets" in error
+    assert "datasets.com.example.busy-cities.fetch_options: only a polling source fetches" in error
 
 
 def test_broken_defaults_fail_the_whole_file(folder):

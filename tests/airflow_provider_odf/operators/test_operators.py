@@ -148,3 +148,20 @@ def test_on_kill_kills_the_whole_spark_process_group(monkeypatch, tmp_path):
     job.join(30)
     assert not job.is_alive() and errors and "killed by signal" in str(errors[0])
     assert not _alive(driver)
+
+
+def test_a_kill_while_the_spark_job_is_starting_is_not_lost(monkeypatch, tmp_path):
+    """on_kill can come (from Airflow's thread) before the job's process exists: the job must then never start."""
+    from odf_core.engine import EngineError
+
+    submit = tmp_path / "spark-submit"
+    submit.write_text("#!/bin/sh\ntouch \"$0.ran\"\n")
+    submit.chmod(0o755)
+    conn_env(monkeypatch, "sp_k", conn_type="spark", host="local[1]", extra={"spark-binary": str(submit)})
+    conn_env(monkeypatch, "odf_k2", conn_type="odf", extra={"workspace": str(tmp_path), "spark_conn_id": "sp_k"})
+    op = OdfTransformOperator(task_id="t", dataset="d", odf_conn_id="odf_k2")
+    engine = op.engine()
+    op.on_kill()
+    with pytest.raises(EngineError, match="was not started: the engine was killed"):
+        engine.run_job("job.py", [])
+    assert not (tmp_path / "spark-submit.ran").exists()

@@ -1,0 +1,12 @@
+"""Helpers to run ODF DAG folders in a real Airflow: a local file server standing in for a data publisher and a
+driver for ``airflow standalone`` through its REST API. Used by the end-to-end tests and the demo; stdlib only."""
+from airflow_provider_odf.testing.http_source import FileServer
+from airflow_provider_odf.testing.standalone import (
+    AirflowApiError,
+    DagRun,
+    StandaloneAirflow,
+    free_port,
+    processes_with_env,
+)
+
+__all__ = ["FileServer", "StandaloneAirflow", "DagRun", "AirflowApiError", "free_port", "processes_with_env"]

@@ -1,0 +1,182 @@
+"""The generated DAGs really run: ``dag.test()`` of the sync DAG, a polling root served over HTTP, a push root, a
+derivative and a ``whole_graph`` DAG, against a real workspace, real Spark jobs (spark-submit) and Airflow's
+metadata DB (asset events).
+
+Seven Spark jobs in all (read + merge of a root and the transform, once per layout, and the push); the runs with
+nothing new start none.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_odf.assets import asset_uri
+from airflow_provider_odf.testing import FileServer
+from odf_core.query import tail
+from odf_core.workspace import Workspace
+
+from .conftest import conn_env
+from .dag_factory.dagbag import load
+from .small_graph import CITIES_CSV, RATINGS_NDJSON, SmallGraph, big_cities, rows, write_dag_folder, write_served_files
+
+pytestmark = pytest.mark.slow
+
+# No schedules (dag.test() runs what it is told); a short poking sensor, so a run with nothing new skips quickly.
+SIDECAR = """defaults:
+  sync_schedule: null
+  schedule: null
+  retries: 0
+  sensor: poke
+  sensor_poke_interval: 1
+  sensor_timeout: 3
+"""
+# The same kind of graph in one DAG (a sibling DAG file with its own snapshots, prefix "g").
+GRAPH_SIDECAR = """defaults:
+  whole_graph: true
+  schedule: null
+  retries: 0
+"""
+SPARK = {"conf": {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}}
+
+
+@dataclass
+class Setup:
+    graph: SmallGraph
+    served: Path
+    server: FileServer
+    workspace: Path
+    dags: dict[str, Any]
+
+    def run(self, name: str, **kwargs: Any) -> tuple[str, dict[str, str]]:
+        """``dag.test()`` of a dataset's DAG (or ``odf__sync``): the run's state and its tasks' states."""
+        dag_id = name if name.startswith("odf__") else SmallGraph.dag_id(name)
+        dr = self.dags[dag_id].test(**kwargs)
+        return str(dr.state), {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
+
+    def ws(self) -> Workspace:
+        return Workspace.open(str(self.workspace))
+
+    def head(self, name: str) -> str:
+        return str(self.ws().get(name).chain.head())
+
+
+def asset_events(dataset: str) -> list[dict[str, Any]]:
+    """The extras of the dataset's asset events in the metadata DB, oldest first."""
+    from sqlalchemy import select
+
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    uri = asset_uri("odf_default", dataset)
+    with create_session() as session:
+        query = (select(AssetEvent.extra).join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+                 .where(AssetModel.uri == uri).order_by(AssetEvent.id))
+        return [dict(e) for e in session.scalars(query)]
+
+
+@pytest.fixture(scope="module")
+def setup(airflow_db, airflow_home, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dag-runs")
+    served = write_served_files(tmp / "served")
+    folder = airflow_home / "dags"  # core.dags_folder: dag.test() syncs the DAGs of this folder to the DB
+    with FileServer(served) as server, pytest.MonkeyPatch.context() as mp:
+        graph = write_dag_folder(folder, server.url().rstrip("/"), SIDECAR, with_flaky=False, with_push=True)
+        write_dag_folder(folder / "graph", server.url().rstrip("/"), GRAPH_SIDECAR, prefix="g", with_flaky=False)
+        conn_env(mp, "odf_default", conn_type="odf", extra={"workspace": str(tmp / "ws"), "engine_options": SPARK})
+        bag = load(folder)
+        assert bag.import_errors == {}
+        yield Setup(graph, served, server, tmp / "ws", bag.dags)
+
+
+def test_sync_creates_the_workspace_and_every_dataset_of_the_folder(setup):
+    assert not setup.workspace.exists()
+    state, tasks = setup.run("odf__sync")
+    assert (state, tasks) == ("success", {"sync": "success"})
+    g = setup.graph
+    # big-cities lives in a subfolder of the snapshots: its DAG and its dataset both exist
+    assert {str(h.name) for h in setup.ws().list()} == {g.cities, g.big_cities, g.ratings}
+    assert SmallGraph.dag_id(g.big_cities) in setup.dags
+
+
+def test_polling_root_ingests_and_its_commit_emits_the_asset_event(setup):
+    g = setup.graph
+    state, tasks = setup.run(g.cities)
+    assert state == "success"
+    assert tasks == dict.fromkeys(["wait_for_source", "fetch", "prepare", "read", "merge", "commit", "verify"],
+                                  "success")
+    st = setup.ws().get(g.cities).state()
+    expected = rows(CITIES_CSV)
+    assert (st.data_blocks, st.num_records) == (1, len(expected))
+    data = tail(setup.ws().get(g.cities), 100).to_pylist()
+    assert sorted((r["city"], r["population"]) for r in data) == sorted(
+        (r["city"], int(r["population"])) for r in expected)
+    events = asset_events(g.cities)
+    assert len(events) == 1
+    assert events[0]["block"] == events[0]["head"] == str(st.head)
+    assert (events[0]["records"], events[0]["offsets"]) == (len(expected), [0, len(expected) - 1])
+    assert setup.server.gets("/cities.csv") == [200]  # the sensor probed with HEAD; one download
+
+
+def test_derivative_transforms_the_new_input_data(setup):
+    g = setup.graph
+    state, tasks = setup.run(g.big_cities)
+    assert (state, tasks) == ("success", {"transform": "success", "verify": "success"})
+    records = tail(setup.ws().get(g.big_cities), 100).to_pylist()
+    assert sorted(r["city"] for r in records) == sorted(big_cities())
+    events = asset_events(g.big_cities)
+    assert [e["block"] for e in events] == [setup.head(g.big_cities)]
+
+
+def test_push_root_ingests_the_path_given_when_triggered(setup):
+    g = setup.graph
+    path = setup.served / "ratings.ndjson"
+    state, tasks = setup.run(g.ratings, run_conf={"path": str(path)})
+    assert (state, tasks) == ("success", {"push": "success", "verify": "success"})
+    records = tail(setup.ws().get(g.ratings), 100).to_pylist()
+    pushed = [json.loads(line) for line in RATINGS_NDJSON.splitlines()]
+    assert sorted((r["city"], r["rating"]) for r in records) == sorted((p["city"], p["rating"]) for p in pushed)
+    assert [e["records"] for e in asset_events(g.ratings)] == [len(records)]
+
+
+def test_runs_with_nothing_new_skip_without_committing(setup):
+    g = setup.graph
+    heads = {n: setup.head(n) for n in (g.cities, g.big_cities)}
+    events = {n: len(asset_events(n)) for n in heads}
+
+    # the sensor sees an unchanged source, times out and soft-fails: the whole run is skipped
+    state, tasks = setup.run(g.cities)
+    assert state == "success" and set(tasks.values()) == {"skipped"}, tasks
+    # without the sensor, fetch itself finds the source up to date (HTTP 304) and skips the rest
+    state, tasks = setup.run(g.cities, mark_success_pattern="wait_for_source")
+    assert state == "success" and tasks["fetch"] == tasks["commit"] == "skipped", tasks
+    assert setup.server.gets("/cities.csv")[-1] == 304
+    # the derivative finds no new input data
+    state, tasks = setup.run(g.big_cities)
+    assert state == "success" and tasks["transform"] == "skipped", tasks
+
+    assert {n: setup.head(n) for n in heads} == heads
+    assert {n: len(asset_events(n)) for n in heads} == events
+
+
+def test_whole_graph_dag_syncs_ingests_and_transforms_in_dependency_order(setup):
+    state, tasks = setup.run("odf__graph")
+    assert state == "success"
+    ingest = ["fetch", "prepare", "read", "merge", "commit", "verify"]
+    assert tasks == {"sync": "success", **{f"g_cities.{t}": "success" for t in ingest},
+                     "g_big_cities.transform": "success", "g_big_cities.verify": "success"}
+    ws = setup.ws()
+    assert ws.get("g.cities").state().num_records == len(rows(CITIES_CSV))
+    assert sorted(r["city"] for r in tail(ws.get("g.big-cities"), 100).to_pylist()) == sorted(big_cities())
+    assert [e["head"] for e in asset_events("g.cities")] == [setup.head("g.cities")]
+    assert [e["head"] for e in asset_events("g.big-cities")] == [setup.head("g.big-cities")]
+
+    # again with nothing new: the root's steps skip after fetch, the derivative still looks (none_failed) and skips
+    heads = {n: setup.head(n) for n in ("g.cities", "g.big-cities")}
+    state, tasks = setup.run("odf__graph")
+    assert state == "success" and tasks["g_cities.fetch"] == tasks["g_cities.commit"] == "skipped", tasks
+    assert tasks["g_big_cities.transform"] == "skipped", tasks
+    assert {n: setup.head(n) for n in heads} == heads

@@ -1,0 +1,162 @@
+"""The provider in a real ``airflow standalone`` (scheduler, dag-processor, api-server, triggerer; LocalExecutor on
+SQLite), driven only through the REST API, as a user would.
+
+A reduced example graph: ``e.cities`` (CSV over HTTP from a server this test starts, deferrable sensor) whose commit
+wakes the derivative ``e.big-cities`` through its Asset event, and ``e.flaky``, whose server answers HTTP 500 once:
+the fetch fails, Airflow retries it and the run commits exactly one block. Results are checked with ``odf_core``
+directly on the workspace. One standalone for the module; it must stop without leaving a process behind.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from airflow_provider_odf.assets import asset_uri
+from airflow_provider_odf.testing import FileServer, StandaloneAirflow, processes_with_env
+from odf_core.chain.integrity import verify_integrity
+from odf_core.engine import SparkEngine
+from odf_core.query import tail
+from odf_core.transform import verify
+from odf_core.workspace import Workspace
+
+from ..airflow_provider_odf.small_graph import (
+    CITIES_CSV,
+    FLAKY_CSV,
+    SmallGraph,
+    big_cities,
+    rows,
+    write_dag_folder,
+    write_served_files,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SIDECAR = """defaults:
+  sync_schedule: null     # the test triggers every run itself
+  schedule: null
+  retries: 0
+  sensor: none
+datasets:
+  e.cities:
+    sensor: deferrable    # waits in the triggerer when nothing is new
+    sensor_poke_interval: 2
+    sensor_timeout: 8
+  e.flaky:
+    retries: 1            # the injected HTTP 500 is retried once, two seconds later
+    retry_delay: 2
+"""
+SPARK = {"conf": {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}}
+RUN_TIMEOUT_S = 600  # Spark jobs on a busy 2-core machine; normally a run takes well under a minute
+
+
+@dataclass
+class E2E:
+    airflow: StandaloneAirflow
+    server: FileServer
+    graph: SmallGraph
+    workspace: str
+    first_runs: dict[str, str]  # dataset -> run id of the run the fixture triggered
+
+    def ws(self) -> Workspace:
+        return Workspace.open(self.workspace)
+
+    def dag_id(self, name: str) -> str:
+        return SmallGraph.dag_id(name)
+
+    def failure_report(self) -> str:
+        return self.airflow.failure_report()
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("e2e")
+    server = FileServer(write_served_files(tmp / "served"), fail_first={"/flaky.csv": 1}).start()
+    graph = write_dag_folder(tmp / "dags", server.url().rstrip("/"), SIDECAR, prefix="e")
+    conn = {"conn_type": "odf", "extra": {"workspace": str(tmp / "ws"), "engine_options": SPARK}}
+    airflow = StandaloneAirflow(tmp / "home", tmp / "dags", env={"AIRFLOW_CONN_ODF_DEFAULT": json.dumps(conn)})
+    dag_ids = ["odf__sync", *(SmallGraph.dag_id(n) for n in (graph.cities, graph.big_cities, graph.flaky))]
+    airflow.start()
+    try:
+        try:
+            airflow.wait_until_ready()
+            airflow.wait_for_dags(dag_ids)
+            for dag_id in dag_ids:
+                airflow.unpause(dag_id)
+            sync = airflow.wait_for_run("odf__sync", airflow.trigger("odf__sync"), RUN_TIMEOUT_S)
+            assert sync.state == "success", sync
+            # both roots at once: their Spark jobs overlap with the other's task start-ups
+            first = {n: airflow.trigger(SmallGraph.dag_id(n)) for n in (graph.cities, graph.flaky)}
+        except Exception as e:
+            raise AssertionError(f"setting up the standalone Airflow failed: {e}\n{airflow.failure_report()}") from e
+        yield E2E(airflow, server, graph, str(tmp / "ws"), first)
+    finally:
+        airflow.stop()
+        server.stop()
+
+
+def test_root_run_wakes_the_derivative_through_its_asset_event(e2e, spark):
+    af, g = e2e.airflow, e2e.graph
+    run = af.wait_for_run(e2e.dag_id(g.cities), e2e.first_runs[g.cities], RUN_TIMEOUT_S)
+    assert run.state == "success", run
+    assert set(run.tasks.values()) == {"success"} and "wait_for_source" in run.tasks, run.tasks
+
+    derived = af.wait_for_first_run(e2e.dag_id(g.big_cities), RUN_TIMEOUT_S,
+                                    accept=lambda r: r["run_type"] == "asset_triggered")
+    assert derived.state == "success" and derived.tasks == {"transform": "success", "verify": "success"}, derived
+    [event] = af.upstream_asset_events(e2e.dag_id(g.big_cities), derived.run_id)
+    assert (event["uri"], event["source_run_id"]) == (asset_uri("odf_default", g.cities), run.run_id)
+
+    ws = e2e.ws()
+    cities, big = ws.get(g.cities).state(), ws.get(g.big_cities).state()
+    assert event["extra"]["block"] == event["extra"]["head"] == str(cities.head)
+    assert (cities.data_blocks, cities.num_records) == (1, len(rows(CITIES_CSV)))
+    assert sorted(r["city"] for r in tail(ws.get(g.big_cities), 100).to_pylist()) == sorted(big_cities())
+    assert big.data_blocks == 1
+    [produced] = af.asset_events(source_dag_id=e2e.dag_id(g.big_cities))
+    assert produced["extra"]["head"] == str(big.head)
+    for name in (g.cities, g.big_cities):
+        assert verify_integrity(ws.get(name).store).ok, name
+    report = verify(ws, g.big_cities, engine=SparkEngine.with_session(spark))
+    assert report.ok and report.blocks_checked == 1, report.summary()
+
+
+def test_a_run_with_nothing_new_waits_in_the_triggerer_then_skips(e2e):
+    af, g = e2e.airflow, e2e.graph
+    head = str(e2e.ws().get(g.cities).chain.head())
+    events = len(af.asset_events(source_dag_id=e2e.dag_id(g.cities)))
+    run = af.wait_for_run(e2e.dag_id(g.cities), af.trigger(e2e.dag_id(g.cities)), RUN_TIMEOUT_S)
+    assert run.state == "success" and set(run.tasks.values()) == {"skipped"}, run
+    log = af.task_log(e2e.dag_id(g.cities), run.run_id, "wait_for_source")
+    assert "source unchanged" in log and "Pausing task as DEFERRED" in log, log  # a poke, then the hand-over
+    assert "nothing yet, next check in 2 s" in log, log  # the trigger's own probes, in the triggerer
+    assert str(e2e.ws().get(g.cities).chain.head()) == head
+    assert len(af.asset_events(source_dag_id=e2e.dag_id(g.cities))) == events
+
+
+def test_failed_fetch_is_retried_and_commits_exactly_once(e2e):
+    af, g = e2e.airflow, e2e.graph
+    run = af.wait_for_run(e2e.dag_id(g.flaky), e2e.first_runs[g.flaky], RUN_TIMEOUT_S)
+    assert run.state == "success" and set(run.tasks.values()) == {"success"}, run
+    assert run.tries["fetch"] == 2 and run.tries["commit"] == 1, run.tries
+    assert e2e.server.gets("/flaky.csv") == [500, 200]
+
+    ws = e2e.ws()
+    st = ws.get(g.flaky).state()
+    expected = rows(FLAKY_CSV)
+    assert (st.data_blocks, st.num_records) == (1, len(expected))
+    records = tail(ws.get(g.flaky), 100).to_pylist()
+    assert sorted((r["id"], r["reading"]) for r in records) == sorted((int(r["id"]), r["reading"]) for r in expected)
+    assert verify_integrity(ws.get(g.flaky).store).ok
+    [event] = af.asset_events(source_dag_id=e2e.dag_id(g.flaky))
+    assert event["extra"]["head"] == str(st.head) and event["extra"]["records"] == len(expected)
+
+
+def test_standalone_stops_without_leaving_processes_behind(e2e):
+    af = e2e.airflow
+    assert af.running() and af.processes()
+    stragglers = af.stop()
+    assert stragglers == [], f"processes outlived their standalone's process group: {stragglers}"
+    assert af.processes() == [] and not af.running()
+    assert processes_with_env("AIRFLOW_HOME", str(af.home)) == []
