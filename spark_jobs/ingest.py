@@ -1496,6 +1496,22 @@ def _null_safe_join_cond(left: Sequence, right: Sequence):
     return functools.reduce(operator.and_, [a.eqNullSafe(b) for a, b in zip(left, right)])
 
 
+def _duplicate_key(df: DataFrame, pk: Sequence[str]) -> str | None:
+    """JSON of one primary key that occurs more than once in ``df`` (nulls equal), or None.
+
+    One hash aggregation over the key columns only: on a large input much cheaper than a window over every row,
+    which sorts whole rows by key (see benchmarks/bench_ingest.py).
+    """
+    keys = [_c(k) for k in pk]
+    found = (df.groupBy(*keys).agg(F.count(F.lit(1)).alias("__odf_n")).where(F.col("__odf_n") > 1)
+             .select(F.to_json(F.struct(*keys)).alias("key")).limit(1).collect())
+    return found[0]["key"] if found else None
+
+
+def _duplicate_snapshot_key(key: str) -> InvalidInput:
+    return InvalidInput(f"duplicate primary key {key} in the new snapshot: a snapshot must hold each key at most once")
+
+
 @dataclass
 class MergeInput:
     df: DataFrame  # event time + data columns, optionally __odf_row_id (input order) and __odf_event_time_...
@@ -1575,7 +1591,10 @@ def merge_ledger(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab:
         seen = load_parquet(spark, os.path.dirname(prefix[0]), prefix[0])
     small = _is_small(None if inp.size_bytes is None else inp.size_bytes + _file_bytes(prefix))
     df, seen = _one_partition(df, small), _one_partition(seen, small)
-    new = df.withColumn("__rn", F.row_number().over(first)).filter(F.col("__rn") == 1).drop("__rn")
+    if small or _duplicate_key(df, pk) is not None:
+        new = df.withColumn("__rn", F.row_number().over(first)).filter(F.col("__rn") == 1).drop("__rn")
+    else:
+        new = df  # parallel plan, no key repeats in the input: the per-key window would keep every row
     if seen is not None:
         seen = seen.select(*[_c(k).alias(f"__k{i}") for i, k in enumerate(pk)])
         cond = _null_safe_join_cond([_c(k) for k in pk], [F.col(f"__k{i}") for i in range(len(pk))])
@@ -1612,12 +1631,17 @@ def merge_snapshot(spark: SparkSession, inp: MergeInput, req: MergeRequest, voca
     new = inp.df.select(*[_c(c) for c in cols], filled.alias(_ET_FILLED))
     small = _is_small(None if inp.size_bytes is None else inp.size_bytes + state_bytes)
     new, state = _one_partition(new, small), _one_partition(state, small)
-    key_json = F.to_json(F.struct(*[_c(k) for k in pk]))
-    dup_count = F.count(F.lit(1)).over(Window.partitionBy(*[_c(k) for k in pk]))
-    new = (new.withColumn("__cnt", dup_count)
-           .filter(F.when(F.col("__cnt") > 1, F.raise_error(F.concat(F.lit(_DUP_MARK), key_json)))
-                   .otherwise(F.lit(True)))
-           .drop("__cnt"))
+    if small:  # one partition: the check rides along in the merge's own pass
+        key_json = F.to_json(F.struct(*[_c(k) for k in pk]))
+        dup_count = F.count(F.lit(1)).over(Window.partitionBy(*[_c(k) for k in pk]))
+        new = (new.withColumn("__cnt", dup_count)
+               .filter(F.when(F.col("__cnt") > 1, F.raise_error(F.concat(F.lit(_DUP_MARK), key_json)))
+                       .otherwise(F.lit(True)))
+               .drop("__cnt"))
+    else:  # parallel plan: a hash aggregation over the keys instead of a window sorting every row by key
+        dup = _duplicate_key(new, pk)
+        if dup is not None:
+            raise _duplicate_snapshot_key(dup)
     types = {f.name: f.dataType for f in new.schema.fields}
 
     def row(get: Callable[[int, str], Any], op: int | None, dest: int, seq: int):
@@ -1834,8 +1858,7 @@ def explain_failure(spark: SparkSession, exc: BaseException, sources: Sequence[S
     text = _exception_text(exc)
     dup = re.search(re.escape(_DUP_MARK) + r"(.*?)(?: SQLSTATE|\n|$)", text)
     if dup:
-        return InvalidInput(f"duplicate primary key {dup.group(1).strip()} in the new snapshot: a snapshot must"
-                            f" hold each key at most once")
+        return _duplicate_snapshot_key(dup.group(1).strip())
     m = re.search(r"Encountered error while reading file (\S+?)\.?\s+SQLSTATE", text)
     if m:
         failing = os.path.normpath(unquote(re.sub(r"^file:(//)?", "", m.group(1))))

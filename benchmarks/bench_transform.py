@@ -1,0 +1,493 @@
+"""Derivative transform benchmarks; results go to the ``## bench_transform`` section of ``benchmarks/RESULTS.md``.
+
+Run: ``.venv/bin/python benchmarks/bench_transform.py [--quick] [bench_name ...]`` (``--quick`` shrinks every size
+and does not touch RESULTS.md). Root datasets are built without Spark: Parquet slices written with pyarrow and
+committed with ``odf_core.commit.commit_data``, as an ingest would. One in-process SparkSession (``local[2]``,
+8 GB driver) runs the transactions and baselines, so JVM start-up is only counted in the ``spark-submit`` rows.
+
+* ``bench_stateless``: one ``odf_core.transform.run`` of a projection + filter over 10k new rows, on top of 1M and
+  of 10M rows of already processed input history; the cost should not grow with the history.
+* ``bench_aggregation``: one incremental transaction of a GROUP BY after 10k new rows (the stateful path
+  re-evaluates over the reduced input state and diffs against the previous output) vs a plain Spark batch query
+  over all rows.
+* ``bench_fixed_cost``: one tiny transaction through ``spark-submit`` (and in-process), by step.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import (  # noqa: E402
+    Result,
+    Step,
+    StepTimer,
+    alternate,
+    ensure_venv_path,
+    fmt_seconds,
+    machine_info,
+    median,
+    render_breakdown,
+    render_results,
+    render_table,
+    seconds,
+    spark_submit_floor,
+    update_results_file,
+)
+from odf_core import hashing  # noqa: E402
+from odf_core.commit import commit_data, describe_slice  # noqa: E402
+from odf_core.engine import SparkEngine  # noqa: E402
+from odf_core.metadata import (  # noqa: E402
+    AddPushSource,
+    DatasetKind,
+    DatasetSnapshot,
+    MergeStrategyAppend,
+    ReadStepNdJson,
+    SetTransform,
+    Timestamp,
+    TransformInput,
+    TransformSql,
+)
+from odf_core.storage import DatasetLayout  # noqa: E402
+from odf_core.transform import coordinator  # noqa: E402
+from odf_core.workspace import DatasetHandle, Workspace  # noqa: E402
+
+SECTION = "bench_transform"
+DRIVER_MEMORY = "8g"
+T0_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+TS = pa.timestamp("ms", tz="UTC")
+CATEGORIES = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+STATELESS_SQL = "select event_time, id, category, value * 2 as doubled from src where value >= 100"
+AGGREGATE_SQL = ("select max(event_time) as event_time, category, count(*) as n, sum(value) as total "
+                 "from src group by category")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    histories: tuple[int, ...] = (1_000_000, 10_000_000)
+    slices: int = 5  # the history is committed in this many slices
+    new_rows: int = 10_000
+    stateless_reps: int = 7
+    aggregate_reps: dict[int, int] = field(default_factory=lambda: {1_000_000: 5, 10_000_000: 3})
+    tiny_rows: int = 10
+    tiny_reps: int = 7
+    submit_reps: int = 5
+
+
+QUICK = Sizes(histories=(20_000, 200_000), slices=3, new_rows=1_000, stateless_reps=2,
+              aggregate_reps={20_000: 1, 200_000: 1}, tiny_reps=2, submit_reps=1)
+
+
+# -- root datasets without Spark -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Root:
+    handle: DatasetHandle
+    tmp: Path
+    next_id: int = 0
+    day: int = 0
+
+    def add(self, n: int, seed: int) -> pa.Table:
+        """Commit ``n`` appended rows (offset, op, system_time, event_time, id, category, value) as one slice."""
+        st = self.handle.state()
+        start = st.next_offset
+        rng = np.random.default_rng(seed)
+        self.day += 1
+        t = pa.table({
+            "offset": pa.array(np.arange(start, start + n, dtype=np.int64)),
+            "op": pa.array(np.zeros(n, np.int32)),
+            "system_time": pa.array(np.full(n, T0_MS + self.day * 86_400_000, np.int64), TS),
+            "event_time": pa.array(T0_MS + np.arange(start, start + n, dtype=np.int64) * 10, TS),
+            "id": pa.array(np.arange(self.next_id, self.next_id + n, dtype=np.int64)),
+            "category": pa.array(CATEGORIES).take(pa.array(rng.integers(0, len(CATEGORIES), n))),
+            "value": pa.array(np.round(rng.random(n) * 1000, 2)),
+        })
+        self.next_id += n
+        path = self.tmp / f"{self.handle.name}-{start}.parquet"
+        pq.write_table(t, path)
+        wm = Timestamp.from_millis(T0_MS + (start + n - 1) * 10)
+        commit_data(self.handle.chain, base_head=self.handle.chain.head(),
+                    slice_file=describe_slice(str(path), "offset", start), checkpoint_path=None,
+                    system_time=Timestamp.from_millis(T0_MS + self.day * 86_400_000), new_watermark=wm)
+        path.unlink()  # the dataset holds its own copy
+        return t
+
+    def slice_paths(self) -> list[str]:
+        paths = []
+        for _, block in self.handle.chain.iter_blocks():
+            nd = getattr(block.event, "new_data", None)
+            if nd is not None:
+                paths.append(self.handle.store.local_path(DatasetLayout.data_key(nd.physical_hash)))
+        return paths[::-1]
+
+
+def make_root(ws: Workspace, name: str, tmp: Path) -> Root:
+    h = ws.create(DatasetSnapshot(name=name, kind=DatasetKind.ROOT, metadata=(
+        AddPushSource(source_name="gen", read=ReadStepNdJson(), merge=MergeStrategyAppend()),)))
+    return Root(h, tmp)
+
+
+def make_derivative(ws: Workspace, name: str, root: Root, query: str) -> str:
+    ws.create(DatasetSnapshot(name=name, kind=DatasetKind.DERIVATIVE, metadata=(SetTransform(
+        inputs=(TransformInput(dataset_ref=str(root.handle.name), alias="src"),),
+        transform=TransformSql(engine="spark", query=query)),)))
+    return name
+
+
+# -- timing one transaction ----------------------------------------------------------------------------------------
+
+STEPS = [
+    Step("plan_inputs", "plan inputs (read the chains, schema files)"),
+    Step("write_request", "write the request file"),
+    Step("run_engine", "run the engine (spark-submit, or a call in-process)"),
+    Step("engine_total", "inside the job: timingsMs.total", 1),
+    Step("engine_plan", "plan (read schemas, analyse/optimise, classify)", 2),
+    Step("engine_execute", "execute (run the query, write slice + checkpoint)", 2),
+    Step("describe_slice", "describe the output slice"),
+    Step("logical_hash_file", "logical hash", 1),
+    Step("commit_data", "commit_data (copy files, checkpoint hash, blocks)"),
+]
+
+_TARGETS = {
+    "plan_inputs": (coordinator, "plan_inputs"), "write_request": (coordinator, "write_request"),
+    "run_engine": (coordinator, "run_engine"), "describe_slice": (coordinator, "describe_slice"),
+    "logical_hash_file": (hashing, "logical_hash_file"), "commit_data": (coordinator, "commit_data"),
+}
+
+
+@dataclass
+class Run:
+    seconds: float
+    steps: dict[str, float]
+    records: int
+    plan_class: str | None
+    timings_ms: dict[str, float]
+
+
+@dataclass
+class Ctx:
+    sizes: Sizes
+    tmp: Path
+    engine: SparkEngine
+    ws: Workspace
+    roots: dict[int, Root] = field(default_factory=dict)
+
+    @property
+    def spark(self):
+        return self.engine.session()
+
+    def root(self, rows: int) -> Root:
+        """A root with ``rows`` rows of history in ``sizes.slices`` slices (built once)."""
+        if rows not in self.roots:
+            root = make_root(self.ws, f"root-{rows}", self.tmp)
+            per = rows // self.sizes.slices
+            for k in range(self.sizes.slices):
+                root.add(per if k < self.sizes.slices - 1 else rows - per * k, seed=rows + k)
+            self.roots[rows] = root
+        return self.roots[rows]
+
+    def run(self, name: str, *, engine: SparkEngine | None = None, in_process: bool = True) -> Run:
+        timer, out = StepTimer(), []
+        with timer.patch(_TARGETS):
+            t = seconds(lambda: out.append(coordinator.run(self.ws, name, engine=engine or self.engine,
+                                                           in_process=in_process)))
+        res = out[0]
+        if res is None:
+            raise RuntimeError(f"{name}: the transform found nothing to do")
+        steps = dict(timer.seconds)
+        (response,) = timer.returned["run_engine"]
+        timings = response.get("extensions", {}).get("timingsMs", {})
+        for key in ("total", "plan", "execute"):
+            if key in timings:
+                steps[f"engine_{key}"] = timings[key] / 1000
+        return Run(t, steps, res.num_records, res.plan_class, timings)
+
+
+def median_run(runs: list[Run]) -> Run:
+    return sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:g}M"
+
+
+# -- benchmarks ----------------------------------------------------------------------------------------------------
+
+
+def bench_stateless(ctx: Ctx) -> str:
+    sz = ctx.sizes
+    derivs, initial = {}, {}
+    for rows in sz.histories:
+        root = ctx.root(rows)
+        derivs[rows] = make_derivative(ctx.ws, f"proj-{rows}", root, STATELESS_SQL)
+        initial[rows] = ctx.run(derivs[rows])
+        print(f"  initial run over {rows} rows: {initial[rows].seconds:.1f} s", flush=True)
+    runs: dict[int, list[Run]] = {rows: [] for rows in sz.histories}
+    plain: list[float] = []
+
+    def trial(rows: int) -> Callable[[], float]:
+        def go() -> float:
+            new = ctx.root(rows).add(sz.new_rows, seed=len(runs[rows]) + 7)
+            expected = pc.sum(pc.greater_equal(new.column("value"), 100)).as_py()
+            run = ctx.run(derivs[rows])
+            if run.records != expected or run.plan_class != "stateless":
+                raise RuntimeError(f"{derivs[rows]}: {run.records} records ({run.plan_class}), expected {expected}")
+            runs[rows].append(run)
+            return run.seconds
+        return go
+
+    def plain_query() -> float:
+        """The same query as plain Spark over the newest 10k-row slice only (what the transaction adds)."""
+        out = ctx.tmp / "plain-out"
+        shutil.rmtree(out, ignore_errors=True)
+        path = ctx.root(sz.histories[0]).slice_paths()[-1]
+        t = seconds(lambda: ctx.spark.read.parquet(path).createOrReplaceTempView("src")
+                    or ctx.spark.sql(STATELESS_SQL).write.parquet(str(out)))
+        shutil.rmtree(out, ignore_errors=True)
+        return t
+
+    times = alternate([*(trial(rows) for rows in sz.histories), plain_query], sz.stateless_reps)
+    small, big = sz.histories[0], sz.histories[-1]
+    t_small, t_big = median(times[0]), median(times[len(sz.histories) - 1])
+    result = Result(f"stateless (projection + filter), {sz.new_rows:,} new rows on {_millions(big)} vs "
+                    f"{_millions(small)} rows of history", t_big, t_small, "s", 1.2,
+                    f"same on {_millions(small)} rows of history", lower_is_better=True)
+    print(result.line(), flush=True)
+    initial_text = ", ".join(f"{_millions(r)} rows {initial[r].seconds:.1f} s" for r in sz.histories)
+    parts = [
+        f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
+        f"Query: `{STATELESS_SQL}`. History committed in {sz.slices} slices and already processed by the "
+        f"derivative (initial runs: {initial_text}); "
+        f"each timed transaction follows a new {sz.new_rows:,}-row slice of the root. Medians of "
+        f"{sz.stateless_reps} runs per size, alternating. Ratio = time with the big history / time with the small "
+        "one (lower is better).",
+        "",
+        render_results([result]),
+        "",
+        render_table(["history", "transaction (median)", "runs"],
+                     [[_millions(r), fmt_seconds(median(ts)), ", ".join(f"{t:.2f}" for t in ts) + " s"]
+                      for r, ts in zip(sz.histories, times)]
+                     + [[f"plain Spark: the query over the {sz.new_rows:,} new rows -> parquet", fmt_seconds(median(
+                         times[-1])), ", ".join(f"{t:.2f}" for t in times[-1]) + " s"]]),
+        "",
+    ]
+    for rows in sz.histories:
+        parts += [f"Where the time goes, {_millions(rows)} rows of history (the median run):", "",
+                  render_breakdown(STEPS, median_run(runs[rows]).steps, median_run(runs[rows]).seconds,
+                                   f"transform.run, {_millions(rows)} history"), ""]
+    return "\n".join(parts)
+
+
+def _current_rows(ws: Workspace, name: str) -> dict[str, tuple]:
+    """The reduced output of a changelog keyed by category: -R/-C remove the key's row, +A/+C set it."""
+    h = ws.get(name)
+    live: dict[str, tuple] = {}
+    for _, block in reversed(list(h.chain.iter_blocks())):
+        nd = getattr(block.event, "new_data", None)
+        if nd is None:
+            continue
+        for r in pq.read_table(h.store.local_path(DatasetLayout.data_key(nd.physical_hash))).to_pylist():
+            if r["op"] in (1, 2):
+                live.pop(r["category"], None)
+            else:
+                live[r["category"]] = (r["n"], round(r["total"], 2))
+    return live
+
+
+def bench_aggregation(ctx: Ctx) -> str:
+    sz = ctx.sizes
+    rows_out, notes, breakdowns = [], [], []
+    for rows, reps in sz.aggregate_reps.items():
+        root = ctx.root(rows)
+        name = make_derivative(ctx.ws, f"agg-{rows}", root, AGGREGATE_SQL)
+        first = ctx.run(name)
+        print(f"  aggregation: initial run over {root.handle.state().next_offset} rows {first.seconds:.1f} s",
+              flush=True)
+        runs: list[Run] = []
+        batch: list[float] = []
+        expected: dict[str, tuple] = {}
+
+        def incremental() -> float:
+            new = root.add(sz.new_rows, seed=1000 + len(runs))
+            changed = 2 * len(pc.unique(new.column("category")))  # a -C/+C pair per group that got rows
+            run = ctx.run(name)
+            if run.plan_class != "stateful" or run.records != changed:
+                raise RuntimeError(f"{name}: {run.records} records ({run.plan_class}), expected {changed} "
+                                   "(stateful)")
+            runs.append(run)
+            return run.seconds
+
+        def plain_batch() -> float:
+            """The query once over every row of the root, as a plain Spark batch job writing parquet."""
+            out = ctx.tmp / "batch-out"
+            shutil.rmtree(out, ignore_errors=True)
+            paths = root.slice_paths()
+
+            def go() -> None:
+                ctx.spark.read.parquet(*paths).createOrReplaceTempView("src")
+                ctx.spark.sql(AGGREGATE_SQL).write.parquet(str(out))
+
+            t = seconds(go)
+            expected.clear()
+            for r in pq.read_table(out).to_pylist():
+                expected[r["category"]] = (r["n"], round(r["total"], 2))
+            shutil.rmtree(out, ignore_errors=True)
+            batch.append(t)
+            return t
+
+        alternate([incremental, plain_batch], reps)
+        got = _current_rows(ctx.ws, name)
+        if got.keys() != expected.keys() or any(
+                got[k][0] != expected[k][0] or abs(got[k][1] - expected[k][1]) > 1e-6 * abs(expected[k][1]) + 0.01
+                for k in got):
+            raise RuntimeError(f"{name}: the incremental output {got} differs from the batch query {expected}")
+        rows_out.append(Result(
+            f"GROUP BY category (8 groups), {sz.new_rows:,} new rows on {_millions(rows)} rows", median(
+                r.seconds for r in runs), median(batch), "s", None, "plain Spark batch query over all rows",
+            lower_is_better=True))
+        notes.append(f"{_millions(rows)}: initial transaction {first.seconds:.1f} s; incremental runs "
+                     f"{', '.join(f'{r.seconds:.1f}' for r in runs)} s; batch {', '.join(f'{t:.1f}' for t in batch)} s;"
+                     f" engine timings of the median run (ms): {median_run(runs).timings_ms}.")
+        breakdowns += [f"Where the time goes, {_millions(rows)} rows (the median run):", "",
+                       render_breakdown(STEPS, median_run(runs).steps, median_run(runs).seconds,
+                                        f"transform.run (GROUP BY), {_millions(rows)} rows"), ""]
+        print(rows_out[-1].line(), flush=True)
+    reps_text = ", ".join(f"{r} runs on {_millions(n)}" for n, r in sz.aggregate_reps.items())
+    return "\n".join([
+        f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
+        f"Query: `{AGGREGATE_SQL}`. Each incremental transaction follows a new {sz.new_rows:,}-row slice; the "
+        "stateful path reduces the input's whole changelog (a window over all data columns), evaluates the query, "
+        "writes the new state as the checkpoint and diffs it against the previous one (here 8 -C/+C pairs, checked), so it "
+        "grows with the history, unlike the plain batch query (one hash aggregate). The reduced output is checked "
+        f"against the batch result. Medians ({reps_text}), alternating with the batch query. "
+        "Ratio = incremental / batch (lower is better; reported, no target).",
+        "",
+        render_results(rows_out),
+        "",
+        *[f"- {n}" for n in notes],
+        "",
+        *breakdowns,
+    ])
+
+
+def bench_fixed_cost(ctx: Ctx) -> str:
+    sz = ctx.sizes
+    root = make_root(ctx.ws, "tiny", ctx.tmp)
+    root.add(sz.tiny_rows, seed=1)
+    name = make_derivative(ctx.ws, "tiny-proj", root, STATELESS_SQL)
+    ctx.run(name)  # the first transaction (no checkpoint yet) is not the steady state
+    submit_engine = SparkEngine(master="local[2]")  # what an Airflow task runs: the engine's default settings
+
+    def transaction(engine: SparkEngine | None, in_process: bool, into: list[Run]) -> Callable[[], float]:
+        def go() -> float:
+            root.add(sz.tiny_rows, seed=len(into) + 2)
+            into.append(ctx.run(name, engine=engine, in_process=in_process))
+            return into[-1].seconds
+        return go
+
+    local: list[Run] = []
+    alternate([transaction(None, True, local)], sz.tiny_reps)
+    submitted: list[Run] = []
+    floor: list[float] = []
+
+    def empty_job() -> float:
+        floor.extend(spark_submit_floor(submit_engine, 1))
+        return floor[-1]
+
+    alternate([transaction(submit_engine, False, submitted), empty_job], sz.submit_reps)
+    sub, loc = median_run(submitted), median_run(local)
+    launch = sub.steps["run_engine"] - sub.steps.get("engine_total", 0.0)
+    print(f"tiny transaction: in-process {loc.seconds:.2f} s, spark-submit {sub.seconds:.1f} s "
+          f"(empty job {median(floor):.1f} s)", flush=True)
+    return "\n".join([
+        f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
+        f"A stateless transaction over {sz.tiny_rows} new rows (`{STATELESS_SQL}`), after a first one. Through "
+        "`spark-submit` (`transform.run(..., in_process=False)`, the engine's default settings, one JVM launch as "
+        f"an Airflow task pays it): median of {sz.submit_reps} runs alternating with an empty spark-submit job; "
+        f"in-process with the session warm: median of {sz.tiny_reps} runs.",
+        "",
+        f"Via spark-submit: **{fmt_seconds(sub.seconds)}** (runs {', '.join(f'{r.seconds:.1f}' for r in submitted)} "
+        f"s); in-process: **{fmt_seconds(loc.seconds)}** (runs {', '.join(f'{r.seconds:.2f}' for r in local)} s).",
+        "",
+        render_breakdown(STEPS, sub.steps, sub.seconds, "transform.run via spark-submit"),
+        "",
+        render_table(["spark-submit start-up and shutdown", "time"], [
+            ["engine wall time minus the job's own timingsMs.total (launch, session, request parse, response, stop)",
+             fmt_seconds(launch)],
+            [f"empty spark-submit job (launch + session + `range(1).count()` + stop; runs "
+             f"{', '.join(f'{t:.1f}' for t in floor)} s)", fmt_seconds(median(floor))],
+        ]),
+        "",
+        render_breakdown(STEPS, loc.steps, loc.seconds, "transform.run in-process (warm session)"),
+    ])
+
+
+BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
+    "bench_stateless": bench_stateless,
+    "bench_aggregation": bench_aggregation,
+    "bench_fixed_cost": bench_fixed_cost,
+}
+
+TITLES = {
+    "bench_stateless": "Stateless transform: cost of 10k new rows vs size of the input history",
+    "bench_aggregation": "Aggregation: incremental transaction vs one batch query over everything",
+    "bench_fixed_cost": "Fixed cost of one transaction",
+}
+
+
+def warm_up(ctx: Ctx) -> None:
+    """JIT and class loading of the stateless and stateful paths on a small dataset, before anything is timed."""
+    root = make_root(ctx.ws, "warm", ctx.tmp)
+    root.add(20_000, seed=99)
+    for i, sql in enumerate((STATELESS_SQL, AGGREGATE_SQL)):
+        name = make_derivative(ctx.ws, f"warm-{i}", root, sql)
+        ctx.run(name)
+    root.add(1_000, seed=98)
+    for i in range(2):
+        ctx.run(f"warm-{i}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, one repetition; RESULTS.md is not touched")
+    ap.add_argument("benchmarks", nargs="*", metavar="bench_name", help=f"any of {', '.join(BENCHMARKS)}")
+    args = ap.parse_args(argv)
+    names = args.benchmarks or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        ap.error(f"unknown benchmark(s) {unknown}; known: {list(BENCHMARKS)}")
+    sizes = QUICK if args.quick else Sizes()
+    ensure_venv_path()
+    sections: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="odf-bench-transform-") as tmp:
+        engine = SparkEngine(master="local[2]", conf={"spark.driver.memory": DRIVER_MEMORY})
+        ctx = Ctx(sizes, Path(tmp), engine, Workspace.init(Path(tmp) / ".odf"))
+        try:
+            warm_up(ctx)
+            for name in names:
+                print(f"{name} ...", flush=True)
+                sections[f"{name}: {TITLES[name]}"] = BENCHMARKS[name](ctx)
+        finally:
+            ctx.spark.stop()
+    if args.quick:
+        print("\n\n".join(sections.values()))
+    else:
+        update_results_file(SECTION, sections)
+        print(f"updated {SECTION} in benchmarks/RESULTS.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
