@@ -156,7 +156,7 @@ def commit_data(
 
     if state.head != base_head:
         # Either a retry of a commit that already went through, or someone else committed meanwhile.
-        probe = build(_state_at(chain, base_head))
+        probe = build(chain.state_at(base_head))
         done = _find_committed(chain, base_head, probe)
         if done is not None:
             return done
@@ -173,15 +173,3 @@ def commit_data(
             return None
         raise
 
-
-def _state_at(chain: MetadataChain, head: Multihash | None) -> ChainState:
-    """State as of an older head (used only on the rare retry path)."""
-    from odf_core.chain.state import fold
-
-    if head is None:
-        return ChainState()
-    blocks = list(chain.iter_blocks(start=head))
-    st = ChainState()
-    for h, b in reversed(blocks):
-        st = fold(st, b, h)
-    return st

@@ -37,6 +37,11 @@ class WorkspaceNotFound(OdfError):
     pass
 
 
+def _key_file(dataset_id: DatasetID) -> str:
+    """Where the workspace keeps a dataset's private key: outside every dataset."""
+    return f"{KEYS}/{dataset_id.to_did_odf().removeprefix('did:odf:')}.pem"
+
+
 @dataclass(frozen=True)
 class DatasetHandle:
     """One dataset of a workspace: its name, store and chain."""
@@ -158,8 +163,8 @@ class Workspace:
             blocks.append((h, raw))
             state = fold(state, block, h)
 
-        self.store.put(f"{KEYS}/{dataset_id.to_did_odf().removeprefix('did:odf:')}.pem", private_key)
-        self._chmod_private(f"{KEYS}/{dataset_id.to_did_odf().removeprefix('did:odf:')}.pem")
+        self.store.put(_key_file(dataset_id), private_key)
+        self._chmod_private(_key_file(dataset_id))
         ds_store = self.store.child(f"{DATASETS}/{name}")
         for h, raw in blocks:
             ds_store.put_if_absent(DatasetLayout.block_key(h), raw)
@@ -198,7 +203,7 @@ class Workspace:
         return ev
 
     def key_of(self, dataset_id: DatasetID) -> bytes:
-        return self.store.get(f"{KEYS}/{dataset_id.to_did_odf().removeprefix('did:odf:')}.pem")
+        return self.store.get(_key_file(dataset_id))
 
     def rename(self, ref: str, new_name: str) -> DatasetHandle:
         h = self.get(ref)

@@ -105,7 +105,10 @@ class MetadataChain:
 
     def rebuild_state(self) -> ChainState:
         """Fold the whole chain from the Seed, ignoring any summary (used by verification)."""
-        head = self.head()
+        return self.state_at(self.head())
+
+    def state_at(self, head: Multihash | None) -> ChainState:
+        """The state as of an older head, folded from the Seed (rare paths: retries, verification)."""
         return self._catch_up(None, head) if head is not None else ChainState()
 
     # -- writes -------------------------------------------------------------------------------------------------

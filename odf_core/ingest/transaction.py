@@ -264,19 +264,11 @@ def build_request(ws: Workspace, txn: IngestTransaction, phases: list[str], *, f
             merge["prevCheckpointPath"] = _file_path_for_spark(
                 handle, DatasetLayout.checkpoint_key(state.last_checkpoint.physical_hash), txn)
         elif strategy.KIND != "Append" and state.data_blocks:
-            merge["prevDataPaths"] = [
-                _file_path_for_spark(handle, DatasetLayout.data_key(p), txn) for p in _data_files(handle)]
+            from odf_core.query import data_files
+
+            merge["prevDataPaths"] = [_file_path_for_spark(handle, key, txn) for key in data_files(handle)]
         request["merge"] = merge
     return request
-
-
-def _data_files(handle: DatasetHandle) -> list[Multihash]:
-    out = []
-    for _, block in handle.chain.iter_blocks():
-        nd = getattr(block.event, "new_data", None)
-        if nd is not None:
-            out.append(nd.physical_hash)
-    return out[::-1]
 
 
 def run_request(engine: SparkEngine, request: dict, staging_dir: str, *, in_process: bool) -> dict:
@@ -405,9 +397,7 @@ def commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
 def _next_offset_at_base(handle: DatasetHandle, txn: IngestTransaction, state: ChainState) -> int:
     if state.head is not None and str(state.head) == txn.base_head:
         return state.next_offset
-    from odf_core.commit import _state_at
-
-    return _state_at(handle.chain, Multihash.parse(txn.base_head)).next_offset
+    return handle.chain.state_at(Multihash.parse(txn.base_head)).next_offset
 
 
 def _cleanup_payload(txn: IngestTransaction) -> None:
