@@ -112,12 +112,18 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     BooleanType,
+    ByteType,
     DataType,
     DateType,
+    DecimalType,
     DoubleType,
+    FloatType,
+    IntegerType,
     LongType,
     MapType,
+    ShortType,
     StringType,
     StructField,
     StructType,
@@ -1189,13 +1195,22 @@ def load_parquet(spark: SparkSession, path: str, sample_file: str | None = None)
     return reader.parquet(path)
 
 
-def _spark_schema_meta(part_file: str, names: Sequence[str]) -> dict[bytes, bytes]:
-    """Spark schema metadata for a file holding the given columns of Spark-written part files."""
+def _spark_fields_of_file(part_file: str) -> dict[str, Any]:
+    """Spark's JSON field descriptions by column name, from a Spark-written file ({} when it has none)."""
     schema = _spark_schema_json(part_file)
-    if schema is None:
+    return {f["name"]: f for f in schema["fields"]} if schema else {}
+
+
+def _spark_fields_of_schema(schema: StructType) -> dict[str, Any]:
+    return {f["name"]: f for f in json.loads(schema.json())["fields"]}
+
+
+def _spark_schema_meta(spark_fields: dict[str, Any], names: Sequence[str]) -> dict[bytes, bytes]:
+    """Spark schema metadata for a file of the given columns, so Spark reads it back without an inference job."""
+    if not all(n in spark_fields for n in names):
         return {}
-    by_name = {f["name"]: f for f in schema["fields"]}
-    return {SPARK_SCHEMA_META_KEY: json.dumps({"type": "struct", "fields": [by_name[n] for n in names]}).encode()}
+    return {SPARK_SCHEMA_META_KEY: json.dumps({"type": "struct",
+                                               "fields": [spark_fields[n] for n in names]}).encode()}
 
 
 def _iter_tables(files: Sequence[str], columns: Sequence[str] | None = None):
@@ -1269,8 +1284,8 @@ def combine_plain(part_files: Sequence[str], output_path: str) -> int:
     import pyarrow.parquet as pq
     schema = pq.read_schema(part_files[0]).remove_metadata()
     schema = pa.schema([pa.field(f.name, _ms_utc(f.type)) for f in schema])
-    writer = _BufferedParquetWriter(output_path, schema.with_metadata(_spark_schema_meta(part_files[0],
-                                                                                         schema.names)))
+    writer = _BufferedParquetWriter(
+        output_path, schema.with_metadata(_spark_schema_meta(_spark_fields_of_file(part_files[0]), schema.names)))
     try:
         for t in _iter_tables(part_files):
             writer.write(t.replace_schema_metadata(None).cast(schema).replace_schema_metadata(writer.schema.metadata))
@@ -1313,11 +1328,12 @@ class CheckpointPlan:
     path: str
     strategy: Strategy
     prefix_files: tuple[str, ...] = ()  # Ledger: earlier keys, copied first
+    prefix_tables: tuple[Any, ...] = ()  # Ledger: earlier keys already in memory (driver plan), copied first
 
-    def metadata(self, part_file: str, names: Sequence[str]) -> dict[bytes, bytes]:
+    def metadata(self, spark_fields: dict[str, Any], names: Sequence[str]) -> dict[bytes, bytes]:
         return {CHECKPOINT_META_KEY: json.dumps({"version": CHECKPOINT_VERSION, "strategy": self.strategy.kind,
                                                  "primaryKey": list(self.strategy.primary_key)}).encode(),
-                **_spark_schema_meta(part_file, names)}
+                **_spark_schema_meta(spark_fields, names)}
 
 
 @dataclass
@@ -1327,14 +1343,70 @@ class SliceStats:
     checkpoint_written: bool
 
 
+class SliceWriter:
+    """Numbers ordered rows from ``offset_start``, stamps the system time and writes the ODF slice file.
+
+    Offsets are added here, on the driver, because they depend on the global row order the callers already fixed.
+    """
+
+    def __init__(self, output_path: str, data_fields: Sequence[Any], *, vocab: Vocab, offset_start: int,
+                 system_time_ms: int):
+        import pyarrow as pa
+        self.vocab, self.next_offset, self.max_et = vocab, offset_start, None
+        self.ts_type = pa.timestamp("ms", tz="UTC")
+        self.system_time_ms = system_time_ms
+        self.schema = pa.schema(
+            [pa.field(vocab.offset, pa.int64(), nullable=False), pa.field(vocab.op, pa.int32(), nullable=False),
+             pa.field(vocab.system_time, self.ts_type, nullable=False)]
+            + [pa.field(f.name, _ms_utc(f.type)) for f in data_fields])
+        self.data_fields = list(self.schema)[3:]
+        self._out = _BufferedParquetWriter(output_path, self.schema, (vocab.op, vocab.system_time))
+
+    def write(self, data, op=None):
+        """``data``: the event-time and data columns (by name); ``op``: int array or None for the constant 0."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        n = data.num_rows
+        if n == 0:
+            return None
+        arrays = [pa.array(np.arange(self.next_offset, self.next_offset + n, dtype=np.int64)),
+                  pa.repeat(pa.scalar(0, pa.int32()), n) if op is None else _cast(op, pa.int32()),
+                  pa.repeat(pa.scalar(self.system_time_ms, self.ts_type), n)]
+        arrays += [_cast(data.column(f.name), f.type) for f in self.data_fields]
+        table = pa.Table.from_arrays(arrays, schema=self.schema)
+        self._out.write(table)
+        batch_max = pc.max(table.column(self.vocab.event_time)).as_py()
+        if batch_max is not None and (self.max_et is None or batch_max > self.max_et):
+            self.max_et = batch_max
+        self.next_offset += n
+        return table
+
+    @property
+    def rows(self) -> int:
+        return self._out.rows
+
+    def commit(self) -> None:
+        self._out.commit()
+
+    def abort(self) -> None:
+        self._out.abort()
+
+
+def _checkpoint_writer(plan: CheckpointPlan, fields: Sequence[Any],
+                       spark_fields: dict[str, Any]) -> _BufferedParquetWriter:
+    import pyarrow as pa
+    schema = pa.schema(list(fields))
+    return _BufferedParquetWriter(plan.path, schema.with_metadata(plan.metadata(spark_fields, schema.names)))
+
+
 def combine_slice(part_files: Sequence[str], output_path: str, *, vocab: Vocab, offset_start: int,
-                  system_time_ms: int, checkpoint: CheckpointPlan | None) -> SliceStats:
+                  system_time_ms: int, checkpoint: CheckpointPlan | None, keep=None) -> SliceStats:
     """Turn Spark's ordered part files ``[dest] [op] event_time, data...`` into the ODF slice (and checkpoint).
 
-    Offsets and the system time are added here, in one streaming pass, because they depend on the global row order
-    that the part files already encode. Rows with ``__odf_dest == 1`` are Snapshot state rows for the checkpoint.
+    One streaming pass. Rows with ``__odf_dest == 1`` are Snapshot state rows for the checkpoint; ``keep`` (a numpy
+    bool array over all rows of the parts, in order) drops rows the driver-side Ledger plan found already seen.
     """
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -1343,63 +1415,54 @@ def combine_slice(part_files: Sequence[str], output_path: str, *, vocab: Vocab, 
     has_dest = _DEST in part_schema.names
     has_op = vocab.op in part_schema.names  # Append parts leave the constant op 0 to this step
     data_fields = [f for f in part_schema if f.name not in (_DEST, vocab.op)]
-    out_schema = pa.schema(
-        [pa.field(vocab.offset, pa.int64(), nullable=False), pa.field(vocab.op, pa.int32(), nullable=False),
-         pa.field(vocab.system_time, pa.timestamp("ms", tz="UTC"), nullable=False)]
-        + [pa.field(f.name, _ms_utc(f.type)) for f in data_fields])
-    data_names = [f.name for f in data_fields]
-    ts_type = pa.timestamp("ms", tz="UTC")
-
+    spark_fields = _spark_fields_of_file(part_files[0])
     out = ckpt = None
-    next_offset, max_et = offset_start, None
     try:
-        out = _BufferedParquetWriter(output_path, out_schema, (vocab.op, vocab.system_time))
+        out = SliceWriter(output_path, data_fields, vocab=vocab, offset_start=offset_start,
+                          system_time_ms=system_time_ms)
         if checkpoint is not None:
             if checkpoint.strategy.kind == "Snapshot":
-                ckpt_schema = pa.schema(list(out_schema)[3:])
+                ckpt_fields = out.data_fields
             else:
-                ckpt_schema = pa.schema([out_schema.field(k) for k in checkpoint.strategy.primary_key])
-            ckpt_schema = ckpt_schema.with_metadata(checkpoint.metadata(part_files[0], ckpt_schema.names))
-            ckpt = _BufferedParquetWriter(checkpoint.path, ckpt_schema)
-            for t in _iter_tables(checkpoint.prefix_files, ckpt_schema.names):
-                ckpt.write(t.replace_schema_metadata(None).cast(ckpt_schema))
+                ckpt_fields = [out.schema.field(k) for k in checkpoint.strategy.primary_key]
+            ckpt = _checkpoint_writer(checkpoint, ckpt_fields, spark_fields)
+            for t in list(checkpoint.prefix_tables) + list(_iter_tables(checkpoint.prefix_files, ckpt.schema.names)):
+                ckpt.write(t.select(ckpt.schema.names).replace_schema_metadata(None).cast(ckpt.schema))
+        seen = 0
         for t in _iter_tables(part_files):
+            if keep is not None:
+                mask, seen = keep[seen:seen + t.num_rows], seen + t.num_rows
+                if not mask.all():
+                    t = t.filter(pa.array(mask))
             if has_dest:
                 is_out = pc.equal(t.column(_DEST), 0)
                 if ckpt is not None:
-                    state = t.filter(pc.invert(is_out)).select(data_names)
+                    state = t.filter(pc.invert(is_out)).select(ckpt.schema.names)
                     ckpt.write(pa.Table.from_arrays(
                         [_cast(c, f.type) for c, f in zip(state.columns, ckpt.schema)], schema=ckpt.schema))
                 t = t.filter(is_out)
-            n = t.num_rows
-            if n == 0:
-                continue
-            arrays = [pa.array(np.arange(next_offset, next_offset + n, dtype=np.int64)),
-                      _cast(t.column(vocab.op), pa.int32()) if has_op else pa.repeat(pa.scalar(0, pa.int32()), n),
-                      pa.repeat(pa.scalar(system_time_ms, ts_type), n)]
-            arrays += [_cast(t.column(name), f.type) for name, f in zip(data_names, list(out_schema)[3:])]
-            table = pa.Table.from_arrays(arrays, schema=out_schema)
-            out.write(table)
-            if checkpoint is not None and ckpt is not None and checkpoint.strategy.kind == "Ledger":
+            table = out.write(t, t.column(vocab.op) if has_op else None)
+            if table is not None and ckpt is not None and checkpoint.strategy.kind == "Ledger":
                 ckpt.write(table.select(list(checkpoint.strategy.primary_key)).cast(ckpt.schema))
-            batch_max = pc.max(table.column(vocab.event_time)).as_py()
-            if batch_max is not None and (max_et is None or batch_max > max_et):
-                max_et = batch_max
-            next_offset += n
-        if out.rows == 0:
-            out.abort()
-            if ckpt is not None:
-                ckpt.abort()
-            return SliceStats(0, None, False)
-        out.commit()
-        if ckpt is not None:
-            ckpt.commit()
-        return SliceStats(out.rows, max_et, ckpt is not None)
+        return _finish(out, ckpt)
     except BaseException:
         for w in (out, ckpt):
             if w is not None:
                 w.abort()
         raise
+
+
+def _finish(out: SliceWriter, ckpt: _BufferedParquetWriter | None) -> SliceStats:
+    """Commit both files, or neither when the slice is empty (no data -> no checkpoint change either)."""
+    if out.rows == 0:
+        out.abort()
+        if ckpt is not None:
+            ckpt.abort()
+        return SliceStats(0, None, False)
+    out.commit()
+    if ckpt is not None:
+        ckpt.commit()
+    return SliceStats(out.rows, out.max_et, ckpt is not None)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1515,8 +1578,10 @@ def _duplicate_snapshot_key(key: str) -> InvalidInput:
 @dataclass
 class MergeInput:
     df: DataFrame  # event time + data columns, optionally __odf_row_id (input order) and __odf_event_time_...
-    size_bytes: int | None = None  # parquet bytes behind df, when known (small merges run in one partition)
+    size_bytes: int | None = None  # parquet bytes behind df, when it is staged parquet (small merges: 1 partition)
     normalized: bool = False  # timestamps already TIMESTAMP(ms): the read phase did it
+    source_bytes: int | None = None  # bytes of the files df is read from (decides the driver plan of Snapshot)
+    rows_read: int | None = None  # set by the merge when it learns how many rows the input has
 
 
 def _file_bytes(paths: Iterable[str]) -> int:
@@ -1553,14 +1618,14 @@ def prepare_merge_input(df: DataFrame, vocab: Vocab, strategy: Strategy,
     return (df if normalized else normalize_timestamps(df)), data
 
 
-def merge_append(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab: Vocab, work: WorkDir,
-                 cols: list[str]) -> list[str]:
-    """Append: write the rows as they come; sort by event time only if they are not already in order.
+def write_in_event_time_order(spark: SparkSession, frame: DataFrame, vocab: Vocab, work: WorkDir,
+                              name: str) -> list[str]:
+    """Part files holding ``frame``'s rows sorted by event time (nulls first, ties in input order).
 
-    The parts carry no op column: it is the constant 0, added by the combine step.
+    Written as they come and re-sorted only when they are not already in order (checked on one column with pyarrow):
+    data usually arrives in event-time order, and a global sort costs as much as the whole write.
     """
-    frame = inp.df.select(*[_c(c) for c in cols])
-    parts = write_parts(frame, work.path("append"))
+    parts = write_parts(frame, work.path(name))
     if parts_sorted_by(parts, vocab.event_time):
         return parts
     # Stable re-sort: ties keep the order of the part files and of the rows inside them.
@@ -1568,28 +1633,84 @@ def merge_append(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab:
     resorted = (staged.select("*", F.col("_metadata.file_name").alias("__f"), F.col("_metadata.row_index").alias("__i"))
                 .sort(_c(vocab.event_time).asc_nulls_first(), F.col("__f"), F.col("__i"))
                 .drop("__f", "__i"))
-    return write_parts(resorted, work.path("append-sorted"))
+    return write_parts(resorted, work.path(f"{name}-sorted"))
+
+
+def merge_append(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab: Vocab, work: WorkDir,
+                 cols: list[str]) -> list[str]:
+    """Append: every row, in event-time order. The parts carry no op column: the constant 0 is added by the combine."""
+    return write_in_event_time_order(spark, inp.df.select(*[_c(c) for c in cols]), vocab, work, "append")
+
+
+@dataclass
+class LedgerPlan:
+    parts: list[str]
+    checkpoint: CheckpointPlan
+    keep: Any = None  # numpy bool per row of ``parts`` (driver plan); None: the parts hold only new rows
+
+
+def _ledger_seen_files(req: MergeRequest, pk: Sequence[str]) -> tuple[list[str], bool]:
+    """The files holding the keys seen so far: the checkpoint, else every previous slice; and whether it is the former."""
+    import pyarrow.parquet as pq
+    ckpt_path = _usable_checkpoint(req)
+    if ckpt_path:
+        files, what = [ckpt_path], "checkpoint primary key"
+    else:
+        files, what = list(req.prev_data_paths), "primary key (previous data)"
+        missing = [p for p in files if not os.path.exists(p)]
+        if missing:
+            raise InvalidInput(f"merge.prevDataPaths: file not found: {missing[0]}")
+    for f in files:
+        _require_columns(pk, pq.read_schema(f).names, what)
+    return files, bool(ckpt_path)
 
 
 def merge_ledger(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab: Vocab, work: WorkDir,
-                 cols: list[str]) -> tuple[list[str], CheckpointPlan]:
-    """Ledger: rows whose key was never seen (first per key by event time), sorted by event time."""
+                 cols: list[str]) -> LedgerPlan:
+    """Ledger: rows whose key was never seen (first per key in event-time order), sorted by event time.
+
+    The rows are written in event-time order first, as Append writes them; what remains is deciding which rows
+    survive. When the keys (previous and new) fit ``DRIVER_MERGE_BYTES`` the driver decides it with one hash pass
+    over the key columns (pyarrow) and the combine step drops the others; beyond that a Spark plan does it.
+    """
+    import pyarrow.parquet as pq
     pk = list(req.strategy.primary_key)
-    df = inp.df if _ROW_ID in inp.df.columns else inp.df.withColumn(_ROW_ID, F.monotonically_increasing_id())
-    order = [_c(vocab.event_time).asc_nulls_first(), F.col(_ROW_ID)]
+    parts = write_in_event_time_order(spark, inp.df.select(*[_c(c) for c in cols]), vocab, work, "ledger-input")
+    inp.rows_read = _count_rows(parts)
+    seen_files, from_checkpoint = _ledger_seen_files(req, pk)
+    ckpt_path = req.new_checkpoint_path or ""
+    key_bytes = sum(_uncompressed_bytes(f, pk) for f in parts + seen_files)
+    if _flat_types(inp.df.schema, pk) and key_bytes <= DRIVER_MERGE_BYTES:
+        new_keys = pa_concat([pq.read_table(p, columns=pk) for p in parts])
+        seen = pa_concat([pq.read_table(f, columns=pk) for f in seen_files]) if seen_files else None
+        keep, distinct_seen = ledger_keep_mask(new_keys, seen)
+        prefix = (distinct_seen,) if distinct_seen is not None else ()
+        return LedgerPlan(parts, CheckpointPlan(ckpt_path, req.strategy, prefix_tables=prefix), keep)
+    return _merge_ledger_spark(spark, parts, req, vocab, work, cols, seen_files, from_checkpoint)
+
+
+def _merge_ledger_spark(spark: SparkSession, parts: list[str], req: MergeRequest, vocab: Vocab, work: WorkDir,
+                        cols: list[str], seen_files: list[str], from_checkpoint: bool) -> LedgerPlan:
+    """The Spark plan of Ledger over the ordered parts: a row's position in them is its order."""
+    pk = list(req.strategy.primary_key)
+    staged = load_parquet(spark, os.path.dirname(parts[0]), parts[0])
+    starts, total = [], 0
+    for p in parts:
+        starts += [F.lit(os.path.basename(p)), F.lit(total)]
+        total += _count_rows([p])
+    df = staged.withColumn(_ROW_ID, F.element_at(F.create_map(*starts), F.col("_metadata.file_name"))
+                           + F.col("_metadata.row_index"))
+    order = [F.col(_ROW_ID)]
     first = Window.partitionBy(*[_c(k) for k in pk]).orderBy(*order)
-    ckpt_path = _usable_checkpoint(req)
     prefix: tuple[str, ...] = ()
     seen = None
-    if ckpt_path:
-        seen, prefix = load_parquet(spark, ckpt_path), (ckpt_path,)
-        _require_columns(pk, seen.columns, "checkpoint primary key")
-    elif req.prev_data_paths:
+    if from_checkpoint:
+        seen, prefix = load_parquet(spark, seen_files[0]), (seen_files[0],)
+    elif seen_files:
         history = _read_history(spark, req)
-        _require_columns(pk, history.columns, "primary key (previous data)")
         prefix = tuple(write_parts(history.select(*[_c(k) for k in pk]).distinct(), work.path("ledger-keys")))
         seen = load_parquet(spark, os.path.dirname(prefix[0]), prefix[0])
-    small = _is_small(None if inp.size_bytes is None else inp.size_bytes + _file_bytes(prefix))
+    small = _is_small(_file_bytes(parts) + _file_bytes(prefix))
     df, seen = _one_partition(df, small), _one_partition(seen, small)
     if small or _duplicate_key(df, pk) is not None:
         new = df.withColumn("__rn", F.row_number().over(first)).filter(F.col("__rn") == 1).drop("__rn")
@@ -1602,8 +1723,8 @@ def merge_ledger(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab:
     frame = (_one_partition(new.select(F.lit(0).cast("int").alias(vocab.op), *[_c(c) for c in cols],
                                        F.col(_ROW_ID)), small)
              .sort(*order).drop(_ROW_ID))
-    parts = write_parts(frame, work.path("ledger"))
-    return parts, CheckpointPlan(req.new_checkpoint_path or "", req.strategy, prefix)
+    out = write_parts(frame, work.path("ledger"))
+    return LedgerPlan(out, CheckpointPlan(req.new_checkpoint_path or "", req.strategy, prefix))
 
 
 def _load_snapshot_state(spark: SparkSession, req: MergeRequest, vocab: Vocab) -> tuple[DataFrame | None, int]:
@@ -1625,8 +1746,12 @@ def _load_snapshot_state(spark: SparkSession, req: MergeRequest, vocab: Vocab) -
 
 def merge_snapshot(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab: Vocab, work: WorkDir,
                    cols: list[str], state: DataFrame | None, state_bytes: int) -> tuple[list[str], CheckpointPlan]:
-    """Snapshot: CDC of the new snapshot against the state, emitting slice rows and next-state rows in one sort."""
+    """Snapshot, Spark plan: CDC of the new snapshot against the state, slice rows and next-state rows in one sort."""
     pk = list(req.strategy.primary_key)
+    if inp.size_bytes is None:  # not staged yet: the plan below scans the input more than once
+        staged = _stage_parts(inp.df, work)
+        inp.rows_read = _count_rows(staged)
+        inp = MergeInput(load_parquet(spark, os.path.dirname(staged[0]), staged[0]), _file_bytes(staged), True)
     filled = F.col(_ET_FILLED) if _ET_FILLED in inp.df.columns else F.lit(False)
     new = inp.df.select(*[_c(c) for c in cols], filled.alias(_ET_FILLED))
     small = _is_small(None if inp.size_bytes is None else inp.size_bytes + state_bytes)
@@ -1683,28 +1808,266 @@ def merge_snapshot(spark: SparkSession, inp: MergeInput, req: MergeRequest, voca
     return parts, CheckpointPlan(req.new_checkpoint_path or "", req.strategy)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Driver plans: keys (Ledger) and state (Snapshot) handled with pyarrow on the driver when they fit
+# ----------------------------------------------------------------------------------------------------------------
+
+# Up to this many bytes (uncompressed keys for Ledger; input + state files for Snapshot) the merge decision runs on
+# the driver: one hash pass in pyarrow instead of Spark shuffles. Set ODF_INGEST_DRIVER_MERGE_BYTES to move the line
+# (the driver then needs a few times this much memory); 0 always uses the Spark plans.
+DRIVER_MERGE_BYTES = int(os.environ.get("ODF_INGEST_DRIVER_MERGE_BYTES", str(512 << 20)))
+_FLAT_SPARK_TYPES = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType,
+                     StringType, BinaryType, DateType, TimestampType, TimestampNTZType)
+
+
+def _flat_types(schema: StructType, names: Iterable[str]) -> bool:
+    """Whether the columns have types pyarrow compares and sorts exactly as Spark does (no nested types)."""
+    return all(isinstance(schema[n].dataType, _FLAT_SPARK_TYPES) for n in names)
+
+
+def _uncompressed_bytes(path: str, names: Sequence[str]) -> int:
+    """In-memory size estimate of some top-level columns of a parquet file, from its footer."""
+    import pyarrow.parquet as pq
+    md, wanted, total = pq.ParquetFile(path).metadata, set(names), 0
+    for g in range(md.num_row_groups):
+        group = md.row_group(g)
+        for j in range(group.num_columns):
+            col = group.column(j)
+            if col.path_in_schema.split(".")[0] in wanted:
+                total += col.total_uncompressed_size
+    return total
+
+
+def pa_concat(tables: Sequence[Any]):
+    import pyarrow as pa
+    first = tables[0].schema.remove_metadata()
+    return pa.concat_tables([t.replace_schema_metadata(None).cast(first) for t in tables])
+
+
+def key_codes(columns: Sequence[Any]):
+    """A group number per row over the key columns (numpy int64), numbered in order of first appearance.
+
+    Keys compare as Spark's ``<=>`` and GROUP BY do: nulls equal each other, NaN equals NaN, -0.0 equals 0.0.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    code = None
+    for col in columns:
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_floating(col.type):
+            col = pc.add(col, pa.scalar(0.0, col.type))  # -0.0 + 0.0 = 0.0
+        enc = pc.dictionary_encode(col, null_encoding="encode")
+        c = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        if code is None:
+            code = c
+        else:  # pair with the codes so far, then renumber densely (again in order of first appearance)
+            code = pc.dictionary_encode(pa.array(code * len(enc.dictionary) + c)).indices.to_numpy().astype(np.int64)
+    return code if code is not None else np.zeros(0, np.int64)
+
+
+def first_occurrence(codes):
+    """True where a row is the first of its group (codes numbered in order of first appearance)."""
+    import numpy as np
+    if len(codes) == 0:
+        return np.zeros(0, bool)
+    running_max = np.maximum.accumulate(codes)
+    before = np.empty_like(running_max)
+    before[0], before[1:] = -1, running_max[:-1]
+    return codes > before
+
+
+def ledger_keep_mask(new_keys, seen_keys):
+    """Which new rows (in order) carry a key neither seen before nor earlier in the input; and the seen keys once each."""
+    import pyarrow as pa
+    m = 0 if seen_keys is None else seen_keys.num_rows
+    if seen_keys is not None:
+        seen_keys = seen_keys.select(new_keys.column_names).replace_schema_metadata(None).cast(
+            new_keys.schema.remove_metadata())
+        cols = [pa.chunked_array(seen_keys.column(k).chunks + new_keys.column(k).chunks, new_keys.schema.field(k).type)
+                for k in new_keys.column_names]
+    else:
+        cols = [new_keys.column(k) for k in new_keys.column_names]
+    first = first_occurrence(key_codes(cols))
+    distinct_seen = None if seen_keys is None else seen_keys.filter(pa.array(first[:m]))
+    return first[m:], distinct_seen
+
+
+def _key_json(table, pk: Sequence[str], row: int) -> str:
+    """The key of one row as Spark's ``to_json(struct(...))`` writes it (null fields left out)."""
+    values = {}
+    for k in pk:
+        v = table.column(k)[row].as_py()
+        if v is None:
+            continue
+        if isinstance(v, datetime):
+            v = (v if v.tzinfo else v.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+            v = v.strftime("%Y-%m-%dT%H:%M:%S.") + f"{v.microsecond // 1000:03d}Z"
+        elif isinstance(v, date):
+            v = v.isoformat()
+        elif isinstance(v, bytes):
+            v = __import__("base64").b64encode(v).decode()
+        values[k] = v
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _distinct(a, b):
+    """``a IS DISTINCT FROM b`` per row, as Spark: nulls equal each other, NaN equals NaN."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+    if pa.types.is_floating(a.type):
+        same = pc.or_(same, pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
+    return pc.invert(same)
+
+
+def _normalized_table(table, fields: Sequence[Any]):
+    """``table`` with exactly ``fields`` (missing columns as nulls), timestamps as timestamp(ms, UTC)."""
+    import pyarrow as pa
+    n = table.num_rows
+    return pa.Table.from_arrays(
+        [_cast(table.column(f.name), f.type) if f.name in table.column_names else pa.nulls(n, f.type)
+         for f in fields], schema=pa.schema(list(fields)))
+
+
+@dataclass
+class SnapshotChanges:
+    out: Any  # op + event time + data columns, sorted by key then op: the slice rows
+    state: Any  # event time + data columns: the next state, one row per key, in the order of the new snapshot
+
+
+def snapshot_changes(new, state, pk: Sequence[str], compare: Sequence[str], filled, op_name: str,
+                     event_time: str) -> SnapshotChanges:
+    """Change data capture of ``new`` (one row per key) against ``state`` (conformance §7), all in pyarrow.
+
+    Both tables hold the same columns. ``filled`` marks new rows whose event time came from the source: such a time
+    is not a change. Cost: one hash pass over the keys of both, a comparison of the rows present in both.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    n, m = new.num_rows, (state.num_rows if state is not None else 0)
+    if state is None:
+        state = new.slice(0, 0)
+    codes = key_codes([pa.chunked_array(state.column(k).chunks + new.column(k).chunks, new.schema.field(k).type)
+                       for k in pk])
+    groups = int(codes.max()) + 1 if len(codes) else 0
+    s_codes, n_codes = codes[:m], codes[m:]
+    counts = np.bincount(n_codes, minlength=groups)
+    repeated = counts[n_codes] > 1
+    if repeated.any():
+        raise _duplicate_snapshot_key(_key_json(new, pk, int(np.argmax(repeated))))
+    in_state = np.full(groups, -1, np.int64)
+    in_state[s_codes] = np.arange(m)
+    in_new = np.zeros(groups, bool)
+    in_new[n_codes] = True
+    state_row = in_state[n_codes]  # per new row: its key's state row, or -1
+    n_both = np.nonzero(state_row >= 0)[0]
+    s_both = state_row[n_both]
+    n_idx, s_idx = pa.array(n_both), pa.array(s_both)
+    changed = pa.repeat(pa.scalar(False), len(n_both))
+    for c in compare:
+        old, cur = state.column(c).take(s_idx), new.column(c).take(n_idx)
+        diff = _distinct(old, cur)
+        if c == event_time:  # only an event time given by the data itself counts as a change
+            diff = pc.and_(diff, pc.and_(pc.is_valid(cur), pc.invert(filled.take(n_idx))))
+        changed = pc.or_(changed, diff)
+    changed_np = changed.to_numpy(zero_copy_only=False).astype(bool)
+    ch_n, ch_s = n_both[changed_np], s_both[changed_np]
+    added = np.nonzero(state_row < 0)[0]
+    removed = np.nonzero(~in_new[s_codes])[0]
+
+    def rows(table, idx, ops, seq):
+        picked = table.take(pa.array(idx, pa.int64()))
+        return picked.append_column(op_name, pa.array(np.full(len(idx), ops, np.int32))) \
+            .append_column("__seq", pa.array(np.full(len(idx), seq, np.int8)))
+
+    out = pa.concat_tables([rows(new, added, 0, 0), rows(state, removed, 1, 1), rows(state, ch_s, 2, 2),
+                            rows(new, ch_n, 3, 3)])
+    order = pc.sort_indices(out, sort_keys=[(k, "ascending", "at_start") for k in pk] + [("__seq", "ascending")])
+    out = out.take(order).drop_columns(["__seq"])
+    keep_old = np.zeros(n, bool)
+    keep_old[n_both[~changed_np]] = True
+    pick = np.where(keep_old, state_row, m + np.arange(n, dtype=np.int64))
+    next_state = pa.concat_tables([state, new]).take(pa.array(pick, pa.int64())) if m else new
+    return SnapshotChanges(out, next_state)
+
+
+def collect_arrow(df: DataFrame):
+    """The rows of ``df`` on the driver as one Arrow table, in order (Spark ships Arrow batches, no row objects)."""
+    return df.toArrow()
+
+
+def merge_snapshot_on_driver(inp: MergeInput, req: MergeRequest, vocab: Vocab, cols: list[str],
+                             state_df: DataFrame | None, state_path: str | None) -> SliceStats:
+    """Snapshot, driver plan: collect the parsed snapshot as Arrow (no staging write), diff it in pyarrow, write the
+    slice and the next state directly."""
+    import pyarrow as pa
+    pk = list(req.strategy.primary_key)
+    filled_col = F.col(_ET_FILLED) if _ET_FILLED in inp.df.columns else F.lit(False)
+    raw = collect_arrow(inp.df.select(*[_c(c) for c in cols], filled_col.alias(_ET_FILLED)))
+    inp.rows_read = raw.num_rows
+    fields = [pa.field(f.name, _ms_utc(f.type)) for f in raw.schema if f.name != _ET_FILLED]
+    new = _normalized_table(raw, fields)
+    filled = raw.column(_ET_FILLED).combine_chunks()
+    if state_path is not None:
+        import pyarrow.parquet as pq
+        state = _normalized_table(pq.read_table(state_path), fields)
+    elif state_df is not None:
+        state = _normalized_table(collect_arrow(state_df), fields)
+    else:
+        state = None
+    compare = list(req.strategy.compare_columns) if req.strategy.compare_columns else \
+        [c for c in cols if c not in pk]
+    changes = snapshot_changes(new, state, pk, compare, filled, vocab.op, vocab.event_time)
+    out = ckpt = None
+    try:
+        out = SliceWriter(req.output_path, fields, vocab=vocab, offset_start=_offset_start(req),
+                          system_time_ms=req.system_time_ms)
+        out.write(changes.out, changes.out.column(vocab.op))
+        if req.new_checkpoint_path:
+            plan = CheckpointPlan(req.new_checkpoint_path, req.strategy)
+            ckpt = _checkpoint_writer(plan, out.data_fields, _spark_fields_of_schema(inp.df.schema))
+            ckpt.write(changes.state.cast(ckpt.schema))
+        return _finish(out, ckpt)
+    except BaseException:
+        for w in (out, ckpt):
+            if w is not None:
+                w.abort()
+        raise
+
+
+def _offset_start(req: MergeRequest) -> int:
+    return (req.prev_offset + 1) if req.prev_offset is not None else 0
+
+
 def run_merge(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab: Vocab, work: WorkDir) -> dict[str, Any]:
     """Merge the new rows into a slice file (and checkpoint); returns the ``merge`` part of the response."""
     strategy = req.strategy
     df, cols = prepare_merge_input(inp.df, vocab, strategy, inp.normalized)
-    inp = MergeInput(df, inp.size_bytes, True)
+    inp.df, inp.normalized = df, True
     new_schema = StructType([df.schema[c] for c in cols])
     prev = _read_prev_schema(spark, req)
     if prev is not None:
         check_schema_evolution(prev[0], new_schema, vocab, prev[1])
-    checkpoint: CheckpointPlan | None = None
+    combine = functools.partial(combine_slice, output_path=req.output_path, vocab=vocab,
+                                offset_start=_offset_start(req), system_time_ms=req.system_time_ms)
     if strategy.kind == "Append":
-        parts = merge_append(spark, inp, req, vocab, work, cols)
+        stats = combine(merge_append(spark, inp, req, vocab, work, cols), checkpoint=None)
     elif strategy.kind == "Ledger":
-        parts, checkpoint = merge_ledger(spark, inp, req, vocab, work, cols)
+        ledger = merge_ledger(spark, inp, req, vocab, work, cols)
+        stats = combine(ledger.parts, checkpoint=ledger.checkpoint, keep=ledger.keep)
     else:
         state, state_bytes = _load_snapshot_state(spark, req, vocab)
         if state is not None:
             check_schema_evolution(state.schema, new_schema, vocab, "the state in the previous checkpoint")
-        parts, checkpoint = merge_snapshot(spark, inp, req, vocab, work, cols, state, state_bytes)
-    start = (req.prev_offset + 1) if req.prev_offset is not None else 0
-    stats = combine_slice(parts, req.output_path, vocab=vocab, offset_start=start,
-                          system_time_ms=req.system_time_ms, checkpoint=checkpoint)
+        input_bytes = inp.source_bytes if inp.source_bytes is not None else inp.size_bytes
+        if input_bytes is not None and input_bytes + state_bytes <= DRIVER_MERGE_BYTES and _flat_types(df.schema, cols):
+            stats = merge_snapshot_on_driver(inp, req, vocab, cols, state, _usable_checkpoint(req))
+        else:
+            parts, checkpoint = merge_snapshot(spark, inp, req, vocab, work, cols, state, state_bytes)
+            stats = combine(parts, checkpoint=checkpoint)
+    start = _offset_start(req)
     return {"numRecords": stats.num_records,
             "offsetInterval": {"start": start, "end": start + stats.num_records - 1} if stats.num_records else None,
             "maxEventTime": _format_event_time(stats.max_event_time),
@@ -1882,6 +2245,18 @@ def _stage_parts(df: DataFrame, work: WorkDir) -> list[str]:
     return write_parts(df.withColumn(_ROW_ID, F.monotonically_increasing_id()), work.path("read-staged"))
 
 
+def _input_bytes(inputs: Sequence[InputFile]) -> int:
+    """Bytes of the prepared input files (directories summed): what the Snapshot driver plan will hold in memory."""
+    total = 0
+    for inp in inputs:
+        path = _local_path(inp.path)
+        if os.path.isdir(path):
+            total += sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+        elif os.path.exists(path):
+            total += os.path.getsize(path)
+    return total
+
+
 def _count_rows(files: Sequence[str]) -> int:
     import pyarrow.parquet as pq
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
@@ -1901,26 +2276,23 @@ def execute(spark: SparkSession, req: IngestRequest, work: WorkDir) -> dict[str,
                 n = combine_plain(write_parts(read.df, work.path("read")), req.read.output_path)
                 response["read"] = {"numRecords": n, "schema": schema}
                 if req.merge is not None:
-                    merge_input = MergeInput(load_parquet(spark, req.read.output_path),
-                                             _file_bytes([req.read.output_path]))
-            elif req.merge is not None and req.merge.strategy.kind != "Append":
-                # Ledger/Snapshot scan their input several times: parse it once into parquet parts.
-                staged = _stage_parts(read.df, work)
-                response["read"] = {"numRecords": _count_rows(staged), "schema": schema}
-                merge_input = MergeInput(load_parquet(spark, os.path.dirname(staged[0]), staged[0]),
-                                         _file_bytes(staged))
+                    size = _file_bytes([req.read.output_path])
+                    merge_input = MergeInput(load_parquet(spark, req.read.output_path), size, source_bytes=size)
             else:
-                response["read"] = {"numRecords": None, "schema": schema}  # = merge numRecords (Append)
-                merge_input = MergeInput(read.df, None, True)
+                # The rows go straight into the merge; it reports how many it read.
+                response["read"] = {"numRecords": None, "schema": schema}
+                merge_input = MergeInput(read.df, None, True, source_bytes=_input_bytes(req.read.inputs))
         if req.merge is not None:
             if merge_input is None:
                 path = req.merge.input_path or ""
                 if not os.path.exists(path):
                     raise InvalidInput(f"merge.inputPath: file not found: {path}")
-                merge_input = MergeInput(load_parquet(spark, path), _file_bytes([path]))
+                size = _file_bytes([path])
+                merge_input = MergeInput(load_parquet(spark, path), size, source_bytes=size)
             response["merge"] = run_merge(spark, merge_input, req.merge, req.vocab, work)
             if response.get("read", {}).get("numRecords", 0) is None:
-                response["read"]["numRecords"] = response["merge"]["numRecords"]
+                rows = merge_input.rows_read
+                response["read"]["numRecords"] = response["merge"]["numRecords"] if rows is None else rows
         return response
     except InvalidInput:
         raise

@@ -1,7 +1,8 @@
-"""The parallel merge plans check primary keys with a hash aggregation instead of a per-row window.
+"""The parallel Spark merge plans check primary keys with a hash aggregation instead of a per-row window.
 
 Ledger skips its first-row-per-key window when no key repeats in the input; Snapshot finds a duplicate key before
-merging. Both must give exactly what the single-partition plan (which keeps the window) gives.
+merging. Both must give exactly what the driver plan (pyarrow) and the single-partition plan (which keeps the
+window) give.
 """
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ pytestmark = pytest.mark.spark
 
 KV_ET = {"kind": "Csv", "schema": ["key STRING", "value BIGINT", "event_time TIMESTAMP"]}
 CITY = {"kind": "Csv", "schema": ["city STRING", "year INT", "value BIGINT"]}
+
+
+def _spark_plans(monkeypatch, parallel: bool) -> None:
+    monkeypatch.setattr(ingest, "DRIVER_MERGE_BYTES", -1)
+    if parallel:
+        monkeypatch.setattr(ingest, "SMALL_MERGE_BYTES", -1)
 
 
 def _plans_of_written_frames(monkeypatch) -> list[str]:
@@ -44,32 +51,36 @@ def test_ledger_with_unique_keys_skips_the_window_and_matches_the_single_partiti
     # key and "a" (both seen before) next to new keys
     rounds = ["b,1,2024-01-02T00:00:00Z\na,2,\n,3,2024-01-01T00:00:00Z\nc,4,2024-01-01T00:00:00Z\n",
               ",9,\nd,5,2024-01-05T00:00:00Z\na,6,2024-01-09T00:00:00Z\ne,7,2024-01-04T00:00:00Z\n"]
+    driver = _ledger_rounds(spark, tmp_path / "driver", rounds)
+    _spark_plans(monkeypatch, parallel=False)
     small = _ledger_rounds(spark, tmp_path / "small", rounds)
-    monkeypatch.setattr(ingest, "SMALL_MERGE_BYTES", -1)
+    _spark_plans(monkeypatch, parallel=True)
     plans = _plans_of_written_frames(monkeypatch)
     parallel = _ledger_rounds(spark, tmp_path / "parallel", rounds)
-    assert parallel == small
+    assert parallel == small == driver
     assert [(r["key"], r["value"]) for r in parallel[0]] == [(None, 3), ("c", 4), ("b", 1), ("a", 2)]
     assert [(r["key"], r["value"]) for r in parallel[1]] == [("e", 7), ("d", 5)]
-    assert len(plans) == 4 and not any("Window" in p for p in plans)  # staging + merge, two rounds
+    assert plans and not any("Window" in p for p in plans)
 
 
 def test_ledger_with_a_repeated_key_keeps_the_first_by_event_time_in_the_parallel_plan(spark, tmp_path,
                                                                                       monkeypatch):
     rounds = ["b,1,2024-01-02T00:00:00Z\na,2,2024-01-03T00:00:00Z\nb,3,2024-01-01T00:00:00Z\n,4,\n,5,\n"]
+    driver = _ledger_rounds(spark, tmp_path / "driver", rounds)
+    _spark_plans(monkeypatch, parallel=False)
     small = _ledger_rounds(spark, tmp_path / "small", rounds)
-    monkeypatch.setattr(ingest, "SMALL_MERGE_BYTES", -1)
+    _spark_plans(monkeypatch, parallel=True)
     plans = _plans_of_written_frames(monkeypatch)
     parallel = _ledger_rounds(spark, tmp_path / "parallel", rounds)
-    assert parallel == small
+    assert parallel == small == driver
     assert [(r["key"], r["value"]) for r in parallel[0]] == [("b", 3), ("a", 2), (None, 4)]
     assert any("Window" in p for p in plans)
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_snapshot_duplicate_composite_key_is_the_same_error_in_both_plans(spark, tmp_path, monkeypatch, parallel):
-    if parallel:
-        monkeypatch.setattr(ingest, "SMALL_MERGE_BYTES", -1)
+@pytest.mark.parametrize("plan", ["driver", "single", "parallel"])
+def test_snapshot_duplicate_composite_key_is_the_same_error_in_every_plan(spark, tmp_path, monkeypatch, plan):
+    if plan != "driver":
+        _spark_plans(monkeypatch, parallel=plan == "parallel")
     ds = Dataset(spark, tmp_path, {"kind": "Snapshot", "primaryKey": ["city", "year"]}, CITY)
     resp, rows = ds.ingest("b,2020,1\na,2021,2\na,2020,3\n", event_time="2024-01-01T00:00:00Z")
     assert resp["status"] == "Success" and len(rows) == 3
