@@ -58,13 +58,18 @@ def describe_slice(path: str, offset_column: str, expected_start: int) -> SliceF
             f"{path}: offsets must run consecutively from {expected_start}, found {offsets[0]}..{offsets[-1]}"
         )
     import os
+    from concurrent.futures import ThreadPoolExecutor
 
-    ds = DataSlice(
-        logical_hash=logical_hash_file(path),
-        physical_hash=physical_hash(path),
-        offset_interval=OffsetInterval(start=int(offsets[0]), end=int(offsets[-1])),
-        size=os.path.getsize(path),
-    )
+    # Both hashes read the whole file and spend their time in SHA3 and Parquet decoding, which release the GIL.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="odf-physical-hash") as pool:
+        physical = pool.submit(physical_hash, path)
+        logical = logical_hash_file(path)
+        ds = DataSlice(
+            logical_hash=logical,
+            physical_hash=physical.result(),
+            offset_interval=OffsetInterval(start=int(offsets[0]), end=int(offsets[-1])),
+            size=os.path.getsize(path),
+        )
     return SliceFile(path, ds, data_schema(pf.schema_arrow))
 
 

@@ -70,7 +70,8 @@ Key-value metadata ``odf.spark-ingest.checkpoint`` = ``{"version": 1, "strategy"
 "primaryKey": [...]}`` (plus Spark's own schema key, so reading it back needs no schema-inference job).
 - Ledger: the primary-key columns, one row per key ever ingested (in first-seen order).
 - Snapshot: the current state, i.e. the latest row per key whose last op was +A/+C: event-time column then the data
-  columns, sorted by key.
+  columns, one row per key (row order is not part of the format: the Spark plan writes it by key, the driver plan in
+  the order of the latest snapshot).
 A checkpoint written for another strategy or key is not used; the state is then rebuilt from ``prevDataPaths``.
 
 Formats: Csv, Json (``subPath``), NdJson, GeoJson, NdGeoJson (properties become columns, ``geometry`` a GeoJSON
@@ -80,9 +81,12 @@ coerces values for every format; values that do not fit are errors, not nulls. O
 normalized (nested ones are written as Spark writes them).
 
 How it stays fast: Spark writes part files in parallel and the driver concatenates them with pyarrow in one
-streaming pass, adding offsets and the system time there. Append sorts only when the rows are not already in event
-time order (checked on the event-time column alone). Ledger and Snapshot first stage the parsed input as parquet;
-up to ``SMALL_MERGE_BYTES`` of input + state they run in a single partition (no shuffles), beyond that in parallel.
+streaming pass, adding offsets and the system time there. Append and Ledger write the parsed rows as they come and
+sort only when they are not already in event-time order (checked on the event-time column alone). Which rows Ledger
+keeps and what Snapshot emits are decided on the driver with pyarrow (one hash pass over the keys; Snapshot collects
+the parsed snapshot as Arrow instead of staging it) while the keys, resp. input + state, fit
+``DRIVER_MERGE_BYTES`` (env ``ODF_INGEST_DRIVER_MERGE_BYTES``, default 512 MiB) and have no nested types; beyond
+that Spark plans do it, in one partition up to ``SMALL_MERGE_BYTES`` (no shuffles), else in parallel.
 """
 from __future__ import annotations
 
@@ -1298,9 +1302,13 @@ def combine_plain(part_files: Sequence[str], output_path: str) -> int:
 
 def parts_sorted_by(part_files: Sequence[str], column: str) -> bool:
     """Whether the concatenated parts are ordered by ``column`` ascending with nulls first (cheap: one column)."""
+    return _tables_sorted_by(_iter_tables(part_files, [column]), column)
+
+
+def _tables_sorted_by(tables: Iterable[Any], column: str) -> bool:
     import pyarrow.compute as pc
     seen_value, last = False, None
-    for t in _iter_tables(part_files, [column]):
+    for t in tables:
         arr = t.column(0).combine_chunks()
         if len(arr) == 0:
             continue
@@ -1888,9 +1896,37 @@ def ledger_keep_mask(new_keys, seen_keys):
                 for k in new_keys.column_names]
     else:
         cols = [new_keys.column(k) for k in new_keys.column_names]
-    first = first_occurrence(key_codes(cols))
+    first = _first_of_dense_integers(cols)
+    if first is None:
+        first = first_occurrence(key_codes(cols))
     distinct_seen = None if seen_keys is None else seen_keys.filter(pa.array(first[:m]))
     return first[m:], distinct_seen
+
+
+def _first_of_dense_integers(cols: Sequence[Any]):
+    """``first_occurrence`` for one integer key column without nulls whose values span at most a few times its
+    length (ids, sequence numbers): a counting pass finds the keys that occur once, which are first occurrences by
+    definition, and only the rows of repeated keys go through the hash pass. None when the shortcut does not apply."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if len(cols) != 1 or not pa.types.is_integer(cols[0].type):
+        return None
+    col = cols[0].combine_chunks() if isinstance(cols[0], pa.ChunkedArray) else cols[0]
+    n = len(col)
+    if n == 0 or col.null_count:
+        return None
+    bounds = pc.min_max(col)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if high - low > 4 * n + 1024:
+        return None
+    values = col.to_numpy().astype(np.int64) - low
+    repeated = np.bincount(values)[values] > 1
+    first = ~repeated
+    if repeated.any():
+        rows = np.nonzero(repeated)[0]
+        first[rows] = first_occurrence(key_codes([col.take(pa.array(rows))]))
+    return first
 
 
 def _key_json(table, pk: Sequence[str], row: int) -> str:
@@ -1928,6 +1964,24 @@ def _normalized_table(table, fields: Sequence[Any]):
     return pa.Table.from_arrays(
         [_cast(table.column(f.name), f.type) if f.name in table.column_names else pa.nulls(n, f.type)
          for f in fields], schema=pa.schema(list(fields)))
+
+
+def _spark_key_order(table, pk: Sequence[str], then: str):
+    """Sort arguments ordering rows as Spark's ``ORDER BY pk ASC NULLS FIRST, then``: for floating-point keys NaN
+    comes after every number (Arrow would place it with the nulls), so such keys sort by a rank column first."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    keys = []
+    for k in pk:
+        col = table.column(k)
+        if pa.types.is_floating(col.type):
+            rank = np.where(pc.is_nan(col).fill_null(False).to_numpy(zero_copy_only=False), 2, 1)
+            rank[pc.is_null(col).to_numpy(zero_copy_only=False)] = 0
+            table = table.append_column(f"__rank_{k}", pa.array(rank.astype(np.int8)))
+            keys.append((f"__rank_{k}", "ascending"))
+        keys.append((k, "ascending", "at_start"))
+    return table, keys + [(then, "ascending")]
 
 
 @dataclass
@@ -1984,8 +2038,7 @@ def snapshot_changes(new, state, pk: Sequence[str], compare: Sequence[str], fill
 
     out = pa.concat_tables([rows(new, added, 0, 0), rows(state, removed, 1, 1), rows(state, ch_s, 2, 2),
                             rows(new, ch_n, 3, 3)])
-    order = pc.sort_indices(out, sort_keys=[(k, "ascending", "at_start") for k in pk] + [("__seq", "ascending")])
-    out = out.take(order).drop_columns(["__seq"])
+    out = out.take(pc.sort_indices(*_spark_key_order(out, pk, "__seq"))).drop_columns(["__seq"])
     keep_old = np.zeros(n, bool)
     keep_old[n_both[~changed_np]] = True
     pick = np.where(keep_old, state_row, m + np.arange(n, dtype=np.int64))
@@ -1998,18 +2051,89 @@ def collect_arrow(df: DataFrame):
     return df.toArrow()
 
 
+def _collect_input(inp: MergeInput, cols: list[str], with_filled: bool = False):
+    """The parsed input on the driver as Arrow, timestamps as timestamp(ms, UTC); and the filled-event-time flags."""
+    import pyarrow as pa
+    extra = []
+    if with_filled:
+        extra = [(F.col(_ET_FILLED) if _ET_FILLED in inp.df.columns else F.lit(False)).alias(_ET_FILLED)]
+    raw = collect_arrow(inp.df.select(*[_c(c) for c in cols], *extra))
+    inp.rows_read = raw.num_rows
+    fields = [pa.field(f.name, _ms_utc(f.type)) for f in raw.schema if f.name != _ET_FILLED]
+    filled = raw.column(_ET_FILLED).combine_chunks() if with_filled else None
+    return _normalized_table(raw, fields), filled
+
+
+def _in_event_time_order(table, vocab: Vocab):
+    """``table`` sorted by event time, nulls first, ties in input order (Arrow's sort is stable); as is if sorted."""
+    import pyarrow.compute as pc
+    if _tables_sorted_by([table.select([vocab.event_time])], vocab.event_time):
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=[(vocab.event_time, "ascending", "at_start")]))
+
+
+def write_slice(req: MergeRequest, vocab: Vocab, table, op=None, *, spark_fields: dict[str, Any],
+                checkpoint: CheckpointPlan | None = None, state=None) -> SliceStats:
+    """Write an in-memory slice (event time + data columns, in final order) and its checkpoint: the Snapshot
+    ``state``, or for Ledger the earlier keys (``checkpoint.prefix_tables``) followed by the keys of this slice."""
+    out = ckpt = None
+    try:
+        out = SliceWriter(req.output_path, list(table.schema), vocab=vocab, offset_start=_offset_start(req),
+                          system_time_ms=req.system_time_ms)
+        written = out.write(table, op)
+        if checkpoint is not None and checkpoint.path:
+            if checkpoint.strategy.kind == "Snapshot":
+                ckpt = _checkpoint_writer(checkpoint, out.data_fields, spark_fields)
+                ckpt.write(state.cast(ckpt.schema))
+            else:
+                ckpt = _checkpoint_writer(checkpoint, [out.schema.field(k) for k in checkpoint.strategy.primary_key],
+                                          spark_fields)
+                for t in list(checkpoint.prefix_tables) + ([written] if written is not None else []):
+                    ckpt.write(t.select(ckpt.schema.names).replace_schema_metadata(None).cast(ckpt.schema))
+        return _finish(out, ckpt)
+    except BaseException:
+        for w in (out, ckpt):
+            if w is not None:
+                w.abort()
+        raise
+
+
+def collect_plan_fits(inp: MergeInput, schema: StructType, cols: Sequence[str], extra_bytes: int = 0) -> bool:
+    """Whether the merge can hold the parsed input (and ``extra_bytes`` of keys or state) on the driver."""
+    size = inp.source_bytes if inp.source_bytes is not None else inp.size_bytes
+    return size is not None and size + extra_bytes <= DRIVER_MERGE_BYTES and _flat_types(schema, cols)
+
+
+def append_on_driver(inp: MergeInput, req: MergeRequest, vocab: Vocab, cols: list[str]) -> SliceStats:
+    """Append, driver plan: the parsed rows collected as Arrow and written once, as the slice (no part files)."""
+    table, _ = _collect_input(inp, cols)
+    return write_slice(req, vocab, _in_event_time_order(table, vocab), spark_fields={})
+
+
+def ledger_on_driver(inp: MergeInput, req: MergeRequest, vocab: Vocab, cols: list[str],
+                     seen_files: Sequence[str]) -> SliceStats:
+    """Ledger, driver plan: collected rows in event-time order, minus those whose key was seen (or seen earlier in
+    the input), written once; the checkpoint is the seen keys plus the new ones."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pk = list(req.strategy.primary_key)
+    table = _in_event_time_order(_collect_input(inp, cols)[0], vocab)
+    seen = pa_concat([pq.read_table(f, columns=pk) for f in seen_files]) if seen_files else None
+    keep, distinct_seen = ledger_keep_mask(table.select(pk), seen)
+    if not keep.all():
+        table = table.filter(pa.array(keep))
+    plan = CheckpointPlan(req.new_checkpoint_path or "", req.strategy,
+                          prefix_tables=(distinct_seen,) if distinct_seen is not None else ())
+    return write_slice(req, vocab, table, spark_fields=_spark_fields_of_schema(inp.df.schema), checkpoint=plan)
+
+
 def merge_snapshot_on_driver(inp: MergeInput, req: MergeRequest, vocab: Vocab, cols: list[str],
                              state_df: DataFrame | None, state_path: str | None) -> SliceStats:
     """Snapshot, driver plan: collect the parsed snapshot as Arrow (no staging write), diff it in pyarrow, write the
     slice and the next state directly."""
-    import pyarrow as pa
     pk = list(req.strategy.primary_key)
-    filled_col = F.col(_ET_FILLED) if _ET_FILLED in inp.df.columns else F.lit(False)
-    raw = collect_arrow(inp.df.select(*[_c(c) for c in cols], filled_col.alias(_ET_FILLED)))
-    inp.rows_read = raw.num_rows
-    fields = [pa.field(f.name, _ms_utc(f.type)) for f in raw.schema if f.name != _ET_FILLED]
-    new = _normalized_table(raw, fields)
-    filled = raw.column(_ET_FILLED).combine_chunks()
+    new, filled = _collect_input(inp, cols, with_filled=True)
+    fields = list(new.schema)
     if state_path is not None:
         import pyarrow.parquet as pq
         state = _normalized_table(pq.read_table(state_path), fields)
@@ -2020,21 +2144,9 @@ def merge_snapshot_on_driver(inp: MergeInput, req: MergeRequest, vocab: Vocab, c
     compare = list(req.strategy.compare_columns) if req.strategy.compare_columns else \
         [c for c in cols if c not in pk]
     changes = snapshot_changes(new, state, pk, compare, filled, vocab.op, vocab.event_time)
-    out = ckpt = None
-    try:
-        out = SliceWriter(req.output_path, fields, vocab=vocab, offset_start=_offset_start(req),
-                          system_time_ms=req.system_time_ms)
-        out.write(changes.out, changes.out.column(vocab.op))
-        if req.new_checkpoint_path:
-            plan = CheckpointPlan(req.new_checkpoint_path, req.strategy)
-            ckpt = _checkpoint_writer(plan, out.data_fields, _spark_fields_of_schema(inp.df.schema))
-            ckpt.write(changes.state.cast(ckpt.schema))
-        return _finish(out, ckpt)
-    except BaseException:
-        for w in (out, ckpt):
-            if w is not None:
-                w.abort()
-        raise
+    return write_slice(req, vocab, changes.out.select(cols), changes.out.column(vocab.op),
+                       spark_fields=_spark_fields_of_schema(inp.df.schema),
+                       checkpoint=CheckpointPlan(req.new_checkpoint_path or "", req.strategy), state=changes.state)
 
 
 def _offset_start(req: MergeRequest) -> int:
@@ -2053,16 +2165,23 @@ def run_merge(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab: Vo
     combine = functools.partial(combine_slice, output_path=req.output_path, vocab=vocab,
                                 offset_start=_offset_start(req), system_time_ms=req.system_time_ms)
     if strategy.kind == "Append":
-        stats = combine(merge_append(spark, inp, req, vocab, work, cols), checkpoint=None)
+        if collect_plan_fits(inp, df.schema, cols):
+            stats = append_on_driver(inp, req, vocab, cols)
+        else:
+            stats = combine(merge_append(spark, inp, req, vocab, work, cols), checkpoint=None)
     elif strategy.kind == "Ledger":
-        ledger = merge_ledger(spark, inp, req, vocab, work, cols)
-        stats = combine(ledger.parts, checkpoint=ledger.checkpoint, keep=ledger.keep)
+        pk = list(strategy.primary_key)
+        seen_files, _ = _ledger_seen_files(req, pk)
+        if collect_plan_fits(inp, df.schema, cols, sum(_uncompressed_bytes(f, pk) for f in seen_files)):
+            stats = ledger_on_driver(inp, req, vocab, cols, seen_files)
+        else:
+            ledger = merge_ledger(spark, inp, req, vocab, work, cols)
+            stats = combine(ledger.parts, checkpoint=ledger.checkpoint, keep=ledger.keep)
     else:
         state, state_bytes = _load_snapshot_state(spark, req, vocab)
         if state is not None:
             check_schema_evolution(state.schema, new_schema, vocab, "the state in the previous checkpoint")
-        input_bytes = inp.source_bytes if inp.source_bytes is not None else inp.size_bytes
-        if input_bytes is not None and input_bytes + state_bytes <= DRIVER_MERGE_BYTES and _flat_types(df.schema, cols):
+        if collect_plan_fits(inp, df.schema, cols, state_bytes):
             stats = merge_snapshot_on_driver(inp, req, vocab, cols, state, _usable_checkpoint(req))
         else:
             parts, checkpoint = merge_snapshot(spark, inp, req, vocab, work, cols, state, state_bytes)
