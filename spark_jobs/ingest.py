@@ -80,13 +80,14 @@ optional Z/M, geometry as a GeoJSON string; dbf C/N/F/D/L fields, blank values r
 coerces values for every format; values that do not fit are errors, not nulls. Only top-level timestamp columns are
 normalized (nested ones are written as Spark writes them).
 
-How it stays fast: Spark writes part files in parallel and the driver concatenates them with pyarrow in one
-streaming pass, adding offsets and the system time there. Append and Ledger write the parsed rows as they come and
-sort only when they are not already in event-time order (checked on the event-time column alone). Which rows Ledger
-keeps and what Snapshot emits are decided on the driver with pyarrow (one hash pass over the keys; Snapshot collects
-the parsed snapshot as Arrow instead of staging it) while the keys, resp. input + state, fit
-``DRIVER_MERGE_BYTES`` (env ``ODF_INGEST_DRIVER_MERGE_BYTES``, default 512 MiB) and have no nested types; beyond
-that Spark plans do it, in one partition up to ``SMALL_MERGE_BYTES`` (no shuffles), else in parallel.
+How it stays fast: while the parsed input (plus the seen keys or the state) fits ``DRIVER_MERGE_BYTES`` (env
+``ODF_INGEST_DRIVER_MERGE_BYTES``, default 512 MiB) and has no nested types, Spark parses in parallel and ships the
+rows to the driver as Arrow (the "collect plan"); pyarrow then sorts them by event time only if they are not already
+in order, decides which rows Ledger keeps (one hash pass over the keys, a counting pass for dense integer keys) or
+what Snapshot emits (a hash join on the keys against the checkpointed state), and writes the slice and checkpoint
+once, adding offsets and the system time. Beyond that limit Spark writes part files in parallel (and does the Ledger
+and Snapshot work itself: in one partition up to ``SMALL_MERGE_BYTES``, no shuffles; else in parallel) and the
+driver concatenates them with pyarrow in one streaming pass.
 """
 from __future__ import annotations
 
