@@ -84,7 +84,8 @@ class Sizes:
     submit_reps: int = 3
 
 
-QUICK = Sizes(big_rows=200_000, big_reps=1, spark_plan_reps=1, ledger_reps=1, ledger_more_rows=20_000, ledger_more_reps=1,
+QUICK = Sizes(big_rows=200_000, big_reps=1, spark_plan_reps=1, ledger_reps=1, ledger_more_rows=20_000,
+              ledger_more_reps=1,
               snapshot_rows=50_000, snapshot_reps=2, warmup_rows=10_000, tiny_reps=2, submit_reps=1)
 
 

@@ -1402,10 +1402,14 @@ class SliceWriter:
         self._out.abort()
 
 
-def _checkpoint_writer(plan: CheckpointPlan, fields: Sequence[Any],
+def _checkpoint_writer(plan: CheckpointPlan, out: SliceWriter,
                        spark_fields: dict[str, Any]) -> _BufferedParquetWriter:
+    """Snapshot checkpoints hold the slice's event-time and data columns, Ledger ones its primary-key columns."""
     import pyarrow as pa
-    schema = pa.schema(list(fields))
+    if plan.strategy.kind == "Snapshot":
+        schema = pa.schema(out.data_fields)
+    else:
+        schema = pa.schema([out.schema.field(k) for k in plan.strategy.primary_key])
     return _BufferedParquetWriter(plan.path, schema.with_metadata(plan.metadata(spark_fields, schema.names)))
 
 
@@ -1430,11 +1434,7 @@ def combine_slice(part_files: Sequence[str], output_path: str, *, vocab: Vocab, 
         out = SliceWriter(output_path, data_fields, vocab=vocab, offset_start=offset_start,
                           system_time_ms=system_time_ms)
         if checkpoint is not None:
-            if checkpoint.strategy.kind == "Snapshot":
-                ckpt_fields = out.data_fields
-            else:
-                ckpt_fields = [out.schema.field(k) for k in checkpoint.strategy.primary_key]
-            ckpt = _checkpoint_writer(checkpoint, ckpt_fields, spark_fields)
+            ckpt = _checkpoint_writer(checkpoint, out, spark_fields)
             for t in list(checkpoint.prefix_tables) + list(_iter_tables(checkpoint.prefix_files, ckpt.schema.names)):
                 ckpt.write(t.select(ckpt.schema.names).replace_schema_metadata(None).cast(ckpt.schema))
         seen = 0
@@ -1455,10 +1455,14 @@ def combine_slice(part_files: Sequence[str], output_path: str, *, vocab: Vocab, 
                 ckpt.write(table.select(list(checkpoint.strategy.primary_key)).cast(ckpt.schema))
         return _finish(out, ckpt)
     except BaseException:
-        for w in (out, ckpt):
-            if w is not None:
-                w.abort()
+        _abort(out, ckpt)
         raise
+
+
+def _abort(*writers: SliceWriter | _BufferedParquetWriter | None) -> None:
+    for w in writers:
+        if w is not None:
+            w.abort()
 
 
 def _finish(out: SliceWriter, ckpt: _BufferedParquetWriter | None) -> SliceStats:
@@ -1659,7 +1663,7 @@ class LedgerPlan:
 
 
 def _ledger_seen_files(req: MergeRequest, pk: Sequence[str]) -> tuple[list[str], bool]:
-    """The files holding the keys seen so far: the checkpoint, else every previous slice; and whether it is the former."""
+    """The files holding the keys seen so far (the checkpoint, else every previous slice); whether it is the former."""
     import pyarrow.parquet as pq
     ckpt_path = _usable_checkpoint(req)
     if ckpt_path:
@@ -1887,7 +1891,7 @@ def first_occurrence(codes):
 
 
 def ledger_keep_mask(new_keys, seen_keys):
-    """Which new rows (in order) carry a key neither seen before nor earlier in the input; and the seen keys once each."""
+    """Which new rows (in order) carry a key neither seen before nor earlier in the input; the seen keys once each."""
     import pyarrow as pa
     m = 0 if seen_keys is None else seen_keys.num_rows
     if seen_keys is not None:
@@ -2083,19 +2087,15 @@ def write_slice(req: MergeRequest, vocab: Vocab, table, op=None, *, spark_fields
                           system_time_ms=req.system_time_ms)
         written = out.write(table, op)
         if checkpoint is not None and checkpoint.path:
+            ckpt = _checkpoint_writer(checkpoint, out, spark_fields)
             if checkpoint.strategy.kind == "Snapshot":
-                ckpt = _checkpoint_writer(checkpoint, out.data_fields, spark_fields)
                 ckpt.write(state.cast(ckpt.schema))
             else:
-                ckpt = _checkpoint_writer(checkpoint, [out.schema.field(k) for k in checkpoint.strategy.primary_key],
-                                          spark_fields)
                 for t in list(checkpoint.prefix_tables) + ([written] if written is not None else []):
                     ckpt.write(t.select(ckpt.schema.names).replace_schema_metadata(None).cast(ckpt.schema))
         return _finish(out, ckpt)
     except BaseException:
-        for w in (out, ckpt):
-            if w is not None:
-                w.abort()
+        _abort(out, ckpt)
         raise
 
 
