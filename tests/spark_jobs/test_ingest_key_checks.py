@@ -38,6 +38,19 @@ def _plans_of_written_frames(monkeypatch) -> list[str]:
     return plans
 
 
+def _ledger_in_every_plan(spark, tmp_path, monkeypatch, rounds):
+    """The rounds through the driver, single-partition and parallel plans; all equal. Returns the parallel plan's
+    results and the plans of the frames it wrote."""
+    driver = _ledger_rounds(spark, tmp_path / "driver", rounds)
+    _spark_plans(monkeypatch, parallel=False)
+    small = _ledger_rounds(spark, tmp_path / "small", rounds)
+    _spark_plans(monkeypatch, parallel=True)
+    plans = _plans_of_written_frames(monkeypatch)
+    parallel = _ledger_rounds(spark, tmp_path / "parallel", rounds)
+    assert parallel == small == driver
+    return parallel, plans
+
+
 def _ledger_rounds(spark, root, rounds):
     root.mkdir()
     ds = Dataset(spark, root, {"kind": "Ledger", "primaryKey": ["key"]}, KV_ET)
@@ -51,13 +64,7 @@ def test_ledger_with_unique_keys_skips_the_window_and_matches_the_single_partiti
     # key and "a" (both seen before) next to new keys
     rounds = ["b,1,2024-01-02T00:00:00Z\na,2,\n,3,2024-01-01T00:00:00Z\nc,4,2024-01-01T00:00:00Z\n",
               ",9,\nd,5,2024-01-05T00:00:00Z\na,6,2024-01-09T00:00:00Z\ne,7,2024-01-04T00:00:00Z\n"]
-    driver = _ledger_rounds(spark, tmp_path / "driver", rounds)
-    _spark_plans(monkeypatch, parallel=False)
-    small = _ledger_rounds(spark, tmp_path / "small", rounds)
-    _spark_plans(monkeypatch, parallel=True)
-    plans = _plans_of_written_frames(monkeypatch)
-    parallel = _ledger_rounds(spark, tmp_path / "parallel", rounds)
-    assert parallel == small == driver
+    parallel, plans = _ledger_in_every_plan(spark, tmp_path, monkeypatch, rounds)
     assert [(r["key"], r["value"]) for r in parallel[0]] == [(None, 3), ("c", 4), ("b", 1), ("a", 2)]
     assert [(r["key"], r["value"]) for r in parallel[1]] == [("e", 7), ("d", 5)]
     assert plans and not any("Window" in p for p in plans)
@@ -66,13 +73,7 @@ def test_ledger_with_unique_keys_skips_the_window_and_matches_the_single_partiti
 def test_ledger_with_a_repeated_key_keeps_the_first_by_event_time_in_the_parallel_plan(spark, tmp_path,
                                                                                       monkeypatch):
     rounds = ["b,1,2024-01-02T00:00:00Z\na,2,2024-01-03T00:00:00Z\nb,3,2024-01-01T00:00:00Z\n,4,\n,5,\n"]
-    driver = _ledger_rounds(spark, tmp_path / "driver", rounds)
-    _spark_plans(monkeypatch, parallel=False)
-    small = _ledger_rounds(spark, tmp_path / "small", rounds)
-    _spark_plans(monkeypatch, parallel=True)
-    plans = _plans_of_written_frames(monkeypatch)
-    parallel = _ledger_rounds(spark, tmp_path / "parallel", rounds)
-    assert parallel == small == driver
+    parallel, plans = _ledger_in_every_plan(spark, tmp_path, monkeypatch, rounds)
     assert [(r["key"], r["value"]) for r in parallel[0]] == [("b", 3), ("a", 2), (None, 4)]
     assert any("Window" in p for p in plans)
 
