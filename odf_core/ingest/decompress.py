@@ -7,30 +7,23 @@ archive must hold exactly one file.  Output names are chosen here (never taken a
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import zipfile
 import zlib
 
 from odf_core.ingest.errors import PrepareError
-from odf_core.ingest.staging import Progress, copy_stream, remove_file
+from odf_core.ingest.staging import Progress, copy_stream, part_file
 
 _GZ_SUFFIX = re.compile(r"\.(gz|gzip)$", re.IGNORECASE)
 
 
 def gunzip(src: str, dest: str) -> int:
-    tmp = f"{dest}.part"
     progress = Progress(f"gunzip {src}")
     try:
-        with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+        with part_file(dest) as tmp, gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
             size = copy_stream(fin, fout, progress)
-        os.replace(tmp, dest)
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        remove_file(tmp)
         raise PrepareError(f"Decompress Gzip: {src} is not a valid gzip file: {e}") from None
-    except BaseException:
-        remove_file(tmp)
-        raise
     progress.done()
     return size
 
@@ -61,18 +54,12 @@ def select_members(src: str, sub_path: str | None) -> list[zipfile.ZipInfo]:
 
 
 def extract_member(src: str, member: zipfile.ZipInfo, dest: str) -> int:
-    tmp = f"{dest}.part"
     progress = Progress(f"unzip {src}:{member.filename}")
     try:
-        with zipfile.ZipFile(src) as zf, zf.open(member) as fin, open(tmp, "wb") as fout:
+        with part_file(dest) as tmp, zipfile.ZipFile(src) as zf, zf.open(member) as fin, open(tmp, "wb") as fout:
             size = copy_stream(fin, fout, progress)
-        os.replace(tmp, dest)
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as e:
-        remove_file(tmp)
         raise PrepareError(f"Decompress Zip: cannot extract {member.filename!r} from {src}: {e}") from None
-    except BaseException:
-        remove_file(tmp)
-        raise
     progress.done()
     return size
 

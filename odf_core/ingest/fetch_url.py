@@ -32,7 +32,7 @@ from odf_core.ingest.staging import (
     Progress,
     copy_stream,
     link_or_copy,
-    remove_file,
+    part_file,
     source_basename,
     staged_name,
 )
@@ -166,24 +166,16 @@ def _fetch_http(
 
 
 def _download(response: http.client.HTTPResponse, dest: str, url: str, timeout_s: float) -> int:
-    tmp = f"{dest}.part"
     progress = Progress(f"GET {url}")
     try:
-        with open(tmp, "wb") as out:
-            size = copy_stream(response, out, progress)
-        expected = response.headers.get("Content-Length")
-        if expected is not None and expected.isdigit() and int(expected) != size:
-            raise FetchError(f"GET {url} failed: connection closed after {size} of {expected} bytes")
-        os.replace(tmp, dest)
-    except FetchError:
-        remove_file(tmp)
-        raise
+        with part_file(dest) as tmp:
+            with open(tmp, "wb") as out:
+                size = copy_stream(response, out, progress)
+            expected = response.headers.get("Content-Length")
+            if expected is not None and expected.isdigit() and int(expected) != size:
+                raise FetchError(f"GET {url} failed: connection closed after {size} of {expected} bytes")
     except (OSError, http.client.HTTPException) as e:
-        remove_file(tmp)
         raise FetchError(f"GET {url} failed while reading the body: {_describe(e, url, timeout_s)}") from None
-    except BaseException:
-        remove_file(tmp)
-        raise
     progress.done()
     return size
 

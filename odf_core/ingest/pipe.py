@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 
 from odf_core.ingest.errors import PrepareError
-from odf_core.ingest.staging import remove_file
+from odf_core.ingest.staging import part_file
 
 _log = logging.getLogger("odf.ingest")
 _TAIL_BYTES = 4096
@@ -24,8 +24,7 @@ def run_pipe(command: tuple[str, ...], src: str, dest: str, *, cwd: str, timeout
     if not command:
         raise PrepareError("Pipe: command is empty")
     shown = " ".join(command)
-    tmp = f"{dest}.part"
-    try:
+    with part_file(dest) as tmp:
         with open(src, "rb") as fin, open(tmp, "wb") as fout, tempfile.TemporaryFile(dir=cwd) as ferr:
             try:
                 proc = subprocess.Popen(
@@ -44,10 +43,6 @@ def run_pipe(command: tuple[str, ...], src: str, dest: str, *, cwd: str, timeout
             if code != 0:
                 raise PrepareError(f"Pipe {shown!r} on {src} exited with code {code}; stderr tail:\n{_tail(ferr)}")
         size = os.path.getsize(tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        remove_file(tmp)
-        raise
     _log.info("Pipe %r: %s -> %s (%d bytes)", shown, src, dest, size)
     return size
 

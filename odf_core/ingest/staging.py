@@ -11,6 +11,8 @@ import re
 import shutil
 import time
 import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import BinaryIO
 
 CHUNK = 1 << 20  # 1 MiB: large enough for throughput, small enough to keep memory flat
@@ -37,6 +39,18 @@ def remove_file(path: str) -> None:
         os.remove(path)
     except FileNotFoundError:
         pass
+
+
+@contextmanager
+def part_file(dest: str) -> Iterator[str]:
+    """A path ``<dest>.part`` to write to: renamed to ``dest`` when the block ends normally, removed when it raises."""
+    tmp = f"{dest}.part"
+    try:
+        yield tmp
+        os.replace(tmp, dest)
+    except BaseException:
+        remove_file(tmp)
+        raise
 
 
 def atomic_write_text(path: str, text: str) -> None:
@@ -107,14 +121,8 @@ def link_or_copy(src: str, dst: str, *, allow_link: bool) -> int:
             return size
         except OSError:
             pass
-    tmp = f"{dst}.part"
     progress = Progress(f"copy {src}")
-    try:
-        with open(src, "rb") as fin, open(tmp, "wb") as fout:
-            size = copy_stream(fin, fout, progress)
-        os.replace(tmp, dst)
-    except BaseException:
-        remove_file(tmp)
-        raise
+    with part_file(dst) as tmp, open(src, "rb") as fin, open(tmp, "wb") as fout:
+        size = copy_stream(fin, fout, progress)
     progress.done()
     return size
