@@ -1662,8 +1662,20 @@ class LedgerPlan:
     keep: Any = None  # numpy bool per row of ``parts`` (driver plan); None: the parts hold only new rows
 
 
-def _ledger_seen_files(req: MergeRequest, pk: Sequence[str]) -> tuple[list[str], bool]:
-    """The files holding the keys seen so far (the checkpoint, else every previous slice); whether it is the former."""
+@dataclass
+class SeenKeys:
+    """Where the Ledger's keys seen so far are: our checkpoint, else every previous slice."""
+    files: list[str]
+    from_checkpoint: bool
+    key_bytes: int  # in-memory size estimate of their key columns
+
+    def read(self, pk: Sequence[str]):
+        """The key columns of every file, as one Arrow table (None when nothing was seen yet)."""
+        import pyarrow.parquet as pq
+        return pa_concat([pq.read_table(f, columns=list(pk)) for f in self.files]) if self.files else None
+
+
+def _seen_keys(req: MergeRequest, pk: Sequence[str]) -> SeenKeys:
     import pyarrow.parquet as pq
     ckpt_path = _usable_checkpoint(req)
     if ckpt_path:
@@ -1675,11 +1687,17 @@ def _ledger_seen_files(req: MergeRequest, pk: Sequence[str]) -> tuple[list[str],
             raise InvalidInput(f"merge.prevDataPaths: file not found: {missing[0]}")
     for f in files:
         _require_columns(pk, pq.read_schema(f).names, what)
-    return files, bool(ckpt_path)
+    return SeenKeys(files, bool(ckpt_path), sum(_uncompressed_bytes(f, pk) for f in files))
+
+
+def _ledger_checkpoint(req: MergeRequest, distinct_seen) -> CheckpointPlan:
+    """Ledger checkpoint written from memory: the seen keys (once each) first, then the keys of the new slice."""
+    return CheckpointPlan(req.new_checkpoint_path or "", req.strategy,
+                          prefix_tables=(distinct_seen,) if distinct_seen is not None else ())
 
 
 def merge_ledger(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab: Vocab, work: WorkDir,
-                 cols: list[str]) -> LedgerPlan:
+                 cols: list[str], seen: SeenKeys) -> LedgerPlan:
     """Ledger: rows whose key was never seen (first per key in event-time order), sorted by event time.
 
     The rows are written in event-time order first, as Append writes them; what remains is deciding which rows
@@ -1690,16 +1708,12 @@ def merge_ledger(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab:
     pk = list(req.strategy.primary_key)
     parts = write_in_event_time_order(spark, inp.df.select(*[_c(c) for c in cols]), vocab, work, "ledger-input")
     inp.rows_read = _count_rows(parts)
-    seen_files, from_checkpoint = _ledger_seen_files(req, pk)
-    ckpt_path = req.new_checkpoint_path or ""
-    key_bytes = sum(_uncompressed_bytes(f, pk) for f in parts + seen_files)
+    key_bytes = seen.key_bytes + sum(_uncompressed_bytes(p, pk) for p in parts)
     if _flat_types(inp.df.schema, pk) and key_bytes <= DRIVER_MERGE_BYTES:
         new_keys = pa_concat([pq.read_table(p, columns=pk) for p in parts])
-        seen = pa_concat([pq.read_table(f, columns=pk) for f in seen_files]) if seen_files else None
-        keep, distinct_seen = ledger_keep_mask(new_keys, seen)
-        prefix = (distinct_seen,) if distinct_seen is not None else ()
-        return LedgerPlan(parts, CheckpointPlan(ckpt_path, req.strategy, prefix_tables=prefix), keep)
-    return _merge_ledger_spark(spark, parts, req, vocab, work, cols, seen_files, from_checkpoint)
+        keep, distinct_seen = ledger_keep_mask(new_keys, seen.read(pk))
+        return LedgerPlan(parts, _ledger_checkpoint(req, distinct_seen), keep)
+    return _merge_ledger_spark(spark, parts, req, vocab, work, cols, seen.files, seen.from_checkpoint)
 
 
 def _merge_ledger_spark(spark: SparkSession, parts: list[str], req: MergeRequest, vocab: Vocab, work: WorkDir,
@@ -1740,13 +1754,15 @@ def _merge_ledger_spark(spark: SparkSession, parts: list[str], req: MergeRequest
     return LedgerPlan(out, CheckpointPlan(req.new_checkpoint_path or "", req.strategy, prefix))
 
 
-def _load_snapshot_state(spark: SparkSession, req: MergeRequest, vocab: Vocab) -> tuple[DataFrame | None, int]:
-    """The state per key (event time + data columns) and the parquet bytes it comes from."""
+def _load_snapshot_state(spark: SparkSession, req: MergeRequest,
+                         vocab: Vocab) -> tuple[DataFrame | None, int, str | None]:
+    """The state per key (event time + data columns), the parquet bytes it comes from, and the checkpoint path
+    when it comes from our checkpoint (else it is rebuilt from the previous slices)."""
     ckpt_path = _usable_checkpoint(req)
     if ckpt_path:
-        return load_parquet(spark, ckpt_path), _file_bytes([ckpt_path])
+        return load_parquet(spark, ckpt_path), _file_bytes([ckpt_path]), ckpt_path
     if not req.prev_data_paths:
-        return None, 0
+        return None, 0, None
     history = _read_history(spark, req)
     pk = list(req.strategy.primary_key)
     _require_columns(pk + [vocab.offset, vocab.op], history.columns, "previous data")
@@ -1754,7 +1770,7 @@ def _load_snapshot_state(spark: SparkSession, req: MergeRequest, vocab: Vocab) -
     state = (history.withColumn("__rk", F.row_number().over(latest))
              .filter((F.col("__rk") == 1) & _c(vocab.op).isin(0, 3))
              .drop("__rk", *vocab.system_columns))
-    return state, _file_bytes(req.prev_data_paths)
+    return state, _file_bytes(req.prev_data_paths), None
 
 
 def merge_snapshot(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab: Vocab, work: WorkDir,
@@ -2112,20 +2128,17 @@ def append_on_driver(inp: MergeInput, req: MergeRequest, vocab: Vocab, cols: lis
 
 
 def ledger_on_driver(inp: MergeInput, req: MergeRequest, vocab: Vocab, cols: list[str],
-                     seen_files: Sequence[str]) -> SliceStats:
+                     seen: SeenKeys) -> SliceStats:
     """Ledger, driver plan: collected rows in event-time order, minus those whose key was seen (or seen earlier in
     the input), written once; the checkpoint is the seen keys plus the new ones."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
     pk = list(req.strategy.primary_key)
     table = _in_event_time_order(_collect_input(inp, cols)[0], vocab)
-    seen = pa_concat([pq.read_table(f, columns=pk) for f in seen_files]) if seen_files else None
-    keep, distinct_seen = ledger_keep_mask(table.select(pk), seen)
+    keep, distinct_seen = ledger_keep_mask(table.select(pk), seen.read(pk))
     if not keep.all():
         table = table.filter(pa.array(keep))
-    plan = CheckpointPlan(req.new_checkpoint_path or "", req.strategy,
-                          prefix_tables=(distinct_seen,) if distinct_seen is not None else ())
-    return write_slice(req, vocab, table, spark_fields=_spark_fields_of_schema(inp.df.schema), checkpoint=plan)
+    return write_slice(req, vocab, table, spark_fields=_spark_fields_of_schema(inp.df.schema),
+                       checkpoint=_ledger_checkpoint(req, distinct_seen))
 
 
 def merge_snapshot_on_driver(inp: MergeInput, req: MergeRequest, vocab: Vocab, cols: list[str],
@@ -2171,19 +2184,18 @@ def run_merge(spark: SparkSession, inp: MergeInput, req: MergeRequest, vocab: Vo
         else:
             stats = combine(merge_append(spark, inp, req, vocab, work, cols), checkpoint=None)
     elif strategy.kind == "Ledger":
-        pk = list(strategy.primary_key)
-        seen_files, _ = _ledger_seen_files(req, pk)
-        if collect_plan_fits(inp, df.schema, cols, sum(_uncompressed_bytes(f, pk) for f in seen_files)):
-            stats = ledger_on_driver(inp, req, vocab, cols, seen_files)
+        seen = _seen_keys(req, strategy.primary_key)
+        if collect_plan_fits(inp, df.schema, cols, seen.key_bytes):
+            stats = ledger_on_driver(inp, req, vocab, cols, seen)
         else:
-            ledger = merge_ledger(spark, inp, req, vocab, work, cols)
+            ledger = merge_ledger(spark, inp, req, vocab, work, cols, seen)
             stats = combine(ledger.parts, checkpoint=ledger.checkpoint, keep=ledger.keep)
     else:
-        state, state_bytes = _load_snapshot_state(spark, req, vocab)
+        state, state_bytes, state_path = _load_snapshot_state(spark, req, vocab)
         if state is not None:
             check_schema_evolution(state.schema, new_schema, vocab, "the state in the previous checkpoint")
         if collect_plan_fits(inp, df.schema, cols, state_bytes):
-            stats = merge_snapshot_on_driver(inp, req, vocab, cols, state, _usable_checkpoint(req))
+            stats = merge_snapshot_on_driver(inp, req, vocab, cols, state, state_path)
         else:
             parts, checkpoint = merge_snapshot(spark, inp, req, vocab, work, cols, state, state_bytes)
             stats = combine(parts, checkpoint=checkpoint)
