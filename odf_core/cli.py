@@ -147,9 +147,21 @@ def cmd_set_transform(args) -> int:
 
 
 def _engine(args):
-    from odf_core.engine import SparkEngine
+    """The long-lived engine named by ``--engine`` / ``$ODF_ENGINE_URL``, else Spark in this process."""
+    import os
 
-    return SparkEngine(master=args.master)
+    from odf_core.engine import ENGINE_URL_ENV, LocalEngine, remote_engine
+
+    url = getattr(args, "engine", None) or os.environ.get(ENGINE_URL_ENV)
+    if url:
+        return remote_engine(url)
+    conf = {}
+    for kv in getattr(args, "conf", None) or ():
+        key, sep, value = kv.partition("=")
+        if not sep or not key.strip():
+            raise OdfError(f"--conf {kv!r}: expected KEY=VALUE")
+        conf[key.strip()] = value
+    return LocalEngine(master=getattr(args, "master", None) or "local[*]", conf=conf)
 
 
 @command("pull")
@@ -208,8 +220,35 @@ def cmd_tail(args) -> int:
 def cmd_sql(args) -> int:
     from odf_core.query import sql
 
-    df = sql(_workspace(args), args.query, _engine(args).session(), limit=args.limit)
-    print(df.to_string(index=False) if len(df) else "(no rows)")
+    table = sql(_workspace(args), args.query, _engine(args), limit=args.limit)
+    print(table.to_pandas().to_string(index=False) if table.num_rows else "(no rows)")
+    return 0
+
+
+# -- engine -----------------------------------------------------------------------------------------------------
+
+
+@command("engine serve")
+def cmd_engine_serve(args) -> int:
+    from odf_core.engine.serve import serve
+
+    conf = dict(kv.partition("=")[::2] for kv in args.conf)
+    return serve(host=args.host, port=args.port, master=args.master, conf=conf,
+                 max_concurrency=args.max_concurrency, spark_submit=args.spark_submit)
+
+
+@command("engine status")
+def cmd_engine_status(args) -> int:
+    import os
+
+    from odf_core.engine import ENGINE_URL_ENV, remote_engine
+
+    url = args.engine or os.environ.get(ENGINE_URL_ENV)
+    if not url:
+        raise OdfError("no engine named: pass --engine grpc://HOST:PORT or set ODF_ENGINE_URL")
+    h = remote_engine(url).health()
+    print(f"{url}: up {h.uptime_s} s, {h.running} of {h.max_concurrency} request(s) running, Spark {h.spark_version} "
+          f"on {h.master}, engine {h.engine_version}")
     return 0
 
 
@@ -279,6 +318,19 @@ def _require_file(path: str) -> None:
 # -- parser ------------------------------------------------------------------------------------------------------
 
 
+def _spark_options(s: argparse.ArgumentParser) -> None:
+    """Where Spark work runs: a long-lived engine, or Spark in this process with a master and settings."""
+    g = s.add_argument_group("Spark")
+    g.add_argument("--engine", metavar="URL",
+                   help="a long-lived engine started with 'odf engine serve' (grpc://HOST:PORT; default "
+                        "$ODF_ENGINE_URL, else Spark runs in this process)")
+    g.add_argument("--master", default="local[*]",
+                   help="Spark master when Spark runs in this process: local[N], spark://HOST:PORT, yarn, "
+                        "k8s://https://HOST (default local[*])")
+    g.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting when Spark runs in this process (repeatable)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="odf", description="Open Data Fabric datasets on Spark and Airflow")
     p.add_argument("--workspace", "-w", metavar="DIR",
@@ -305,29 +357,42 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--integrity", action="store_true",
                    help="only the cheap check: hashes, links, chain rules and files (default also re-runs "
                         "every transformation of a derivative dataset and compares logical hashes)")
-    s.add_argument("--master", default="local[*]")
+    _spark_options(s)
     s = sub.add_parser("set-transform", help="query evolution: validate and set a derivative's new transform")
     s.add_argument("dataset")
     s.add_argument("file", help="a DatasetSnapshot YAML holding the new SetTransform")
-    s.add_argument("--master", default="local[*]")
+    _spark_options(s)
 
     s = sub.add_parser("pull", help="ingest root datasets until up to date / run derivative transformations")
     s.add_argument("datasets", nargs="+")
     s.add_argument("--once", action="store_true", help="at most one transaction per dataset")
     s.add_argument("--recursive", action="store_true", help="bring all upstream datasets up to date first")
-    s.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    _spark_options(s)
     s = sub.add_parser("ingest", help="push a file (or - for stdin) into a root dataset's push source")
     s.add_argument("dataset")
     s.add_argument("file")
     s.add_argument("--source", help="push source name (required when there are several)")
-    s.add_argument("--master", default="local[*]")
+    _spark_options(s)
     s = sub.add_parser("tail", help="the last records of a dataset")
     s.add_argument("dataset")
     s.add_argument("-n", "--num-records", type=int, default=10)
     s = sub.add_parser("sql", help="run a read-only Spark SQL query over datasets by name")
     s.add_argument("query")
     s.add_argument("--limit", type=int, default=1000)
-    s.add_argument("--master", default="local[*]")
+    _spark_options(s)
+
+    eng = sub.add_parser("engine", help="a long-lived Spark engine (the ODF engine protocol over gRPC)"
+                         ).add_subparsers(dest="sub", required=True)
+    s = eng.add_parser("serve", help="start an engine: one Spark driver serving every request (runs until stopped)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=5544, help="port (default 5544, the spec's engine port)")
+    s.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    s.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    s.add_argument("--max-concurrency", type=int, default=4,
+                   help="requests run at once; more wait in a queue of the same size, beyond it 'engine busy'")
+    s.add_argument("--spark-submit", default="spark-submit", help="the spark-submit binary")
+    s = eng.add_parser("status", help="health of a running engine")
+    s.add_argument("--engine", metavar="URL", help="grpc://HOST:PORT (default $ODF_ENGINE_URL)")
 
     block = sub.add_parser("block", help="metadata block tools").add_subparsers(dest="sub", required=True)
     s = block.add_parser("hash", help="multihash of a MetadataBlock manifest YAML")
@@ -358,6 +423,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the trace in a log file
+        import traceback
+
+        from odf_core.engine import write_error_log
+
+        path = write_error_log(f"odf-{name}", "".join(traceback.format_exception(e)))
+        where = f" (trace in {path})" if path else ""
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(f"odf: error: internal error in '{name}': {type(e).__name__}: {first}{where}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

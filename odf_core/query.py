@@ -41,17 +41,24 @@ _WRITE = re.compile(r"^\s*(insert|update|delete|merge|create|drop|alter|truncate
                     r"refresh|msck|load|add|analyze)\b", re.IGNORECASE)
 
 
-def sql(ws: Workspace, query: str, spark, limit: int = 1000):
+def sql(ws: Workspace, query: str, engine, limit: int = 1000) -> pa.Table:
     """Run ``query`` with every dataset registered as a view named after it (use backticks for dotted names)."""
+    from odf_core.engine import EngineError, internal_error
+    from odf_core.engine.protocol import EngineInternalError, QueryResponseInvalidQuery, SqlRequest, SqlResult, \
+        SqlTable
+
     if _WRITE.match(query):
         raise OdfError(f"only read-only queries are allowed: {query.split()[0]!r}")
+    tables = []
     for h in ws.list():
-        files = data_files(h)
-        paths = [h.store.local_path(k) or h.store.url_of(k) for k in files]
-        if paths:
-            spark.read.parquet(*paths).createOrReplaceTempView(f"`{h.name}`")
-    try:
-        df = spark.sql(query)
-    except Exception as e:  # pyspark AnalysisException and ParseException
-        raise OdfError(f"invalid query: {str(e).splitlines()[0]}") from None
-    return df.limit(limit).toPandas()
+        paths = [h.store.local_path(k) or h.store.url_of(k) for k in data_files(h)]
+        tables.append(SqlTable(name=str(h.name), data_paths=tuple(paths)))
+    result = engine.execute(SqlRequest(query=query, tables=tuple(tables), limit=limit), what="query")
+    if not isinstance(result, SqlResult):
+        raise EngineError(f"query: the engine answered with {type(result).__name__}")
+    value = result.value
+    if isinstance(value, QueryResponseInvalidQuery):
+        raise OdfError(f"invalid query: {value.message}")
+    if isinstance(value, EngineInternalError):
+        raise internal_error("query", value.message, value.error_class, value.backtrace)
+    return pa.ipc.open_stream(value.arrow_ipc).read_all()

@@ -107,7 +107,7 @@ def _same_transform(a: SetTransform, b: SetTransform) -> bool:
     return key(a) == key(b)
 
 
-def sync_snapshots(ws: Workspace, folder: str | Path, *, engine, in_process: bool = False) -> list[str]:
+def sync_snapshots(ws: Workspace, folder: str | Path, *, engine) -> list[str]:
     """Bring the workspace in line with a folder of snapshots: add new datasets, evolve changed transforms and
     sources. Returns one message per change. Never deletes a dataset."""
     from odf_core.metadata import AddPushSource, SetInfo, SetLicense
@@ -126,7 +126,7 @@ def sync_snapshots(ws: Workspace, folder: str | Path, *, engine, in_process: boo
             if isinstance(ev, SetTransform):
                 wanted = ws.normalize_event(ev, snap)
                 if state.transform is None or not _same_transform(state.transform, wanted):
-                    set_transform(ws, snap.name, ev, engine=engine, in_process=in_process)
+                    set_transform(ws, snap.name, ev, engine=engine)
                     messages.append(f"evolved the transform of {handle.name} from {f}")
             elif isinstance(ev, SetPollingSource) and ws.normalize_event(ev, snap) != state.polling_source:
                 handle.chain.append_event(ws.normalize_event(ev, snap))

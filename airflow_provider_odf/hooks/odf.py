@@ -18,7 +18,7 @@ from airflow.sdk import BaseHook
 from airflow_provider_odf.errors import OdfConnectionError
 
 if TYPE_CHECKING:
-    from odf_core.engine import SparkEngine
+    from odf_core.engine import Engine
     from odf_core.workspace import Workspace
 
 DEFAULT_MASTER = "local[*]"
@@ -50,6 +50,7 @@ class OdfSettings:
     storage_options: dict[str, Any] = field(default_factory=dict)
     spark_conn_id: str | None = None
     engine_options: dict[str, Any] = field(default_factory=dict)
+    engine_url: str | None = None  # a long-lived engine (``odf engine serve``): grpc://HOST:PORT
 
 
 # -- pure parsing of Connection objects (no Airflow state) --------------------------------------------------------
@@ -127,7 +128,13 @@ def odf_settings(conn: Any) -> OdfSettings:
         raise OdfConnectionError(
             f"connection '{cid}': unknown engine_options {sorted(unknown)} (allowed: {sorted(_ENGINE_OPTIONS)})"
         )
-    return OdfSettings(cid, workspace, storage, (spark_conn_id or "").strip() or None, engine)
+    engine_url = _field(extra, "odf", "engine_url")
+    if engine_url not in (None, ""):
+        if not isinstance(engine_url, str) or not re.match(r"^grpc://[^/:\s]+:\d+/?$", engine_url.strip()):
+            raise OdfConnectionError(f"connection '{cid}': engine_url must look like grpc://HOST:PORT, got "
+                                     f"{engine_url!r}")
+        engine_url = engine_url.strip()
+    return OdfSettings(cid, workspace, storage, (spark_conn_id or "").strip() or None, engine, engine_url or None)
 
 
 def _submit_binary(conn_id: str, value: Any) -> str:
@@ -252,15 +259,20 @@ class OdfHook(BaseHook):
 
         return await asyncio.to_thread(_open_workspace, self._settings, create=False)
 
-    def get_engine(self, *, timeout_s: float | None = None) -> "SparkEngine":
-        """A Spark engine for one task; ``timeout_s`` (the task's execution_timeout) caps the connection's."""
-        from odf_core.engine import SparkEngine
+    def get_engine(self, *, timeout_s: float | None = None) -> "Engine":
+        """The engine for one task: the connection's long-lived engine (``engine_url``), else one spark-submit per
+        step; ``timeout_s`` (the task's execution_timeout) caps the connection's own timeout."""
+        from odf_core.engine import SubmitEngine, remote_engine
 
+        odf = self.settings()
         s = self.spark_settings()
         timeouts = [t for t in (s.timeout_s, timeout_s) if t]
+        timeout = min(timeouts) if timeouts else None
+        if odf.engine_url:
+            self.log.info("engine %s (connection '%s')", odf.engine_url, odf.conn_id)
+            return remote_engine(odf.engine_url, timeout_s=timeout)
         self.log.info("Spark master %s (%s)", s.master, f"connection '{s.conn_id}'" if s.conn_id else "default")
-        return SparkEngine(master=s.master, conf=dict(s.conf), spark_submit=s.spark_submit,
-                           timeout_s=min(timeouts) if timeouts else None)
+        return SubmitEngine(master=s.master, conf=dict(s.conf), spark_submit=s.spark_submit, timeout_s=timeout)
 
     def get_conn(self) -> "Workspace":
         return self.get_workspace()

@@ -17,7 +17,7 @@ from airflow_provider_odf.hooks.odf import OdfHook
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
-    from odf_core.engine import SparkEngine
+    from odf_core.engine import Engine
     from odf_core.workspace import Workspace
 
 DEFAULT_CONN = OdfHook.default_conn_name
@@ -67,7 +67,7 @@ class OdfBaseOperator(BaseOperator):
         self.dataset = dataset
         self.odf_conn_id = odf_conn_id
         self.spark_conn_id = spark_conn_id
-        self._engine: SparkEngine | None = None
+        self._engine: Engine | None = None
 
     @cached_property
     def hook(self) -> OdfHook:
@@ -76,16 +76,17 @@ class OdfBaseOperator(BaseOperator):
     def workspace(self) -> "Workspace":
         return self.hook.get_workspace()
 
-    def engine(self) -> "SparkEngine":
-        """A Spark engine whose own timeout is the task's ``execution_timeout`` (Airflow's is the other guard)."""
+    def engine(self) -> "Engine":
+        """The task's engine, whose own timeout is the task's ``execution_timeout`` (Airflow's is the other guard)."""
         timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
         self._engine = self.hook.get_engine(timeout_s=timeout)
         return self._engine
 
     def on_kill(self) -> None:
-        """Kill the whole process group of a running Spark job (Airflow calls this on timeout and on mark-failed)."""
+        """Stop the running Spark work: the spark-submit job's whole process group, or the long-lived engine's
+        request (Airflow calls this on timeout and on mark-failed)."""
         if self._engine is not None:
-            self.log.info("Killing the Spark job of %s", self.dataset)
+            self.log.info("Stopping the Spark work of %s", self.dataset)
             self._engine.kill()
 
 

@@ -112,8 +112,7 @@ class OdfReadOperator(_TxnStep):
 
     def execute(self, context: "Context") -> None:
         txn = self.transaction(context)
-        # spark-submit in its own process group, so on_kill / execution_timeout can stop the whole job
-        result = _steps().read(self.workspace(), txn, self.engine(), in_process=False)
+        result = _steps().read(self.workspace(), txn, self.engine())
         self.log.info("%s: %d record(s) read", self.dataset, result.num_records)
 
 
@@ -122,7 +121,7 @@ class OdfMergeOperator(_TxnStep):
 
     def execute(self, context: "Context") -> None:
         txn = self.transaction(context)
-        result = _steps().merge(self.workspace(), txn, self.engine(), in_process=False)
+        result = _steps().merge(self.workspace(), txn, self.engine())
         interval = result.offset_interval
         where = f"offsets {interval[0]}..{interval[1]}" if interval else "no new records"
         self.log.info("%s: %d record(s) after merge, %s", self.dataset, result.num_records, where)
@@ -166,7 +165,7 @@ class OdfPushIngestOperator(OdfCommittingOperator):
         self.log.info("%s: pushing %s (source %s, transaction %s)", self.dataset, self.path,
                       self.source or "<default>", tid)
         result = _steps().push(self.workspace(), self.dataset, str(self.path), source=self.source or None,
-                               engine=self.engine(), txn_id=tid, in_process=False)
+                               engine=self.engine(), txn_id=tid)
         return _report_commit(self, context, result)
 
 

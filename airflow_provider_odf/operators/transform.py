@@ -37,8 +37,7 @@ class OdfTransformOperator(OdfCommittingOperator):
 
         tid = txn_id(context["dag"].dag_id, context["run_id"], self.dataset)
         self.log.info("%s: transforming new input data (transaction %s)", self.dataset, tid)
-        result = transform.run(self.workspace(), self.dataset, engine=self.engine(), txn_id=tid,
-                               in_process=False)
+        result = transform.run(self.workspace(), self.dataset, engine=self.engine(), txn_id=tid)
         if result is None:
             raise AirflowSkipException(f"{self.dataset}: the inputs have no new data, nothing to transform")
         summary = result_summary(self.dataset, result)
@@ -69,7 +68,7 @@ class OdfVerifyOperator(OdfBaseOperator):
         if self.mode == "full":
             from odf_core import transform
 
-            report = transform.verify(ws, self.dataset, engine=self.engine(), in_process=False)
+            report = transform.verify(ws, self.dataset, engine=self.engine())
         else:
             from odf_core.chain.integrity import verify_integrity
 

@@ -18,9 +18,22 @@ from pathlib import Path
 
 from odf_core.chain import ChainState
 from odf_core.commit import commit_data, describe_slice
-from odf_core.engine import EngineError, SparkEngine, job_script
+from odf_core.engine import Engine, EngineError
+from odf_core.engine import internal_error as engine_internal_error
+from odf_core.engine.protocol import (
+    EngineInternalError,
+    IngestInputFile,
+    IngestRequest,
+    IngestResponseInvalidInput,
+    IngestResponseSuccess,
+    IngestResult,
+    MergeOutcome,
+    MergePhase,
+    ReadPhase,
+)
 from odf_core.errors import OdfError
 from odf_core.identity import Multihash
+from odf_core.ingest.checkpoint import serves as checkpoint_serves
 from odf_core.ingest.errors import IngestError
 from odf_core.ingest.fetch import FetchOptions
 from odf_core.ingest.fetch import fetch as fetch_source
@@ -231,106 +244,97 @@ def _file_path_for_spark(handle: DatasetHandle, key: str, txn: IngestTransaction
     return target
 
 
-def build_request(ws: Workspace, txn: IngestTransaction, phases: list[str], *, files=None) -> dict:
-    handle = _handle(ws, txn)
-    state = handle.state()
+def _read_phase(state: ChainState, txn: IngestTransaction, files, *, output_path: str | None) -> ReadPhase:
     src = _source_steps(state, txn)
-    request: dict = {"phases": phases, "dataset": txn.dataset, "vocab": to_data(state.vocab),
-                     "workDir": txn.staging_dir, "responsePath": txn.path("response.json")}
-    if "read" in phases:
-        files = files if files is not None else read_prepare_manifest(txn.staging_dir)
-        # A source that gives no time of its own (no Last-Modified, pushed data) falls back to the system time.
-        request["read"] = {
-            "inputs": [{"path": f.path, "eventTime": (f.event_time or txn.time).isoformat(),
-                        "sourceName": f.name} for f in files],
-            "readStep": {"kind": src.read.KIND, **to_data(src.read)},
-            "preprocess": {"kind": src.preprocess.KIND, **to_data(src.preprocess)} if src.preprocess else None,
-            "outputPath": None if "merge" in phases else txn.path("read.parquet"),
-        }
-    if "merge" in phases:
-        strategy = src.merge
-        merge: dict = {
-            "strategy": {"kind": strategy.KIND, **to_data(strategy)},
-            "prevOffset": state.last_offset,
-            "systemTime": txn.system_time,
-            "prevCheckpointPath": None,
-            "prevDataPaths": [],
-            "outputPath": txn.path("slice.parquet"),
-            "newCheckpointPath": txn.path("checkpoint.parquet"),
-        }
-        if "read" not in phases:
-            merge["inputPath"] = txn.path("read.parquet")
-        if state.last_checkpoint is not None:
-            merge["prevCheckpointPath"] = _file_path_for_spark(
-                handle, DatasetLayout.checkpoint_key(state.last_checkpoint.physical_hash), txn)
-        elif strategy.KIND != "Append" and state.data_blocks:
-            from odf_core.query import data_files
-
-            merge["prevDataPaths"] = [_file_path_for_spark(handle, key, txn) for key in data_files(handle)]
-        request["merge"] = merge
-    return request
+    # A source that gives no time of its own (no Last-Modified, pushed data) falls back to the system time.
+    return ReadPhase(
+        inputs=tuple(IngestInputFile(path=f.path, display_name=f.name or f.path, event_time=f.event_time or txn.time)
+                     for f in files),
+        read_step=src.read, preprocess=src.preprocess, output_path=output_path)
 
 
-def run_request(engine: SparkEngine, request: dict, staging_dir: str, *, in_process: bool) -> dict:
-    """Run the ingest job in this process's Spark session or with ``spark-submit``; returns its response."""
-    if in_process:
-        from spark_jobs.ingest import run_request as run_in_process
+def _merge_phase(handle: DatasetHandle, state: ChainState, txn: IngestTransaction, *, input_path: str | None
+                 ) -> MergePhase:
+    strategy = _source_steps(state, txn).merge
+    prev_checkpoint, prev_data = None, None
+    if state.last_checkpoint is not None:
+        prev_checkpoint = _file_path_for_spark(
+            handle, DatasetLayout.checkpoint_key(state.last_checkpoint.physical_hash), txn)
+    if strategy.KIND != "Append" and state.data_blocks:
+        # Read only when the checkpoint cannot serve (another strategy or key wrote it): listed, copied lazily.
+        from odf_core.query import data_files
 
-        response = run_in_process(engine.session(), request)
-    else:
-        req_path = os.path.join(staging_dir, "request.json")
-        atomic_write_text(req_path, json.dumps(request, indent=2))
-        if os.path.exists(request["responsePath"]):
-            os.remove(request["responsePath"])
-        engine.run_job(job_script("ingest"), [req_path], what="Spark ingest job")
-        try:
-            with open(request["responsePath"], encoding="utf-8") as f:
-                response = json.load(f)
-        except (OSError, ValueError) as e:
-            raise EngineError(f"the Spark ingest job wrote no readable response: {e}") from None
-    status = response.get("status")
-    if status == "InvalidInput":
-        message = str(response.get("message"))
-        # name the user's file (URL, glob match, pushed path), not its copy in staging
-        for inp in request.get("read", {}).get("inputs", []):
-            if inp.get("sourceName"):
-                message = message.replace(inp["path"], inp["sourceName"])
-        raise InvalidInput(f"dataset '{request.get('dataset')}': {message}")
-    if status != "Success":
-        raise EngineError(f"Spark ingest job failed: {response.get('message')}")
-    return response
+        if prev_checkpoint is None or not checkpoint_serves(prev_checkpoint, strategy):
+            prev_data = tuple(_file_path_for_spark(handle, key, txn) for key in data_files(handle))
+    return MergePhase(
+        strategy=strategy, system_time=txn.time, output_path=txn.path("slice.parquet"),
+        new_checkpoint_path=txn.path("checkpoint.parquet"), prev_offset=state.last_offset, prev_schema=state.schema,
+        prev_checkpoint_path=prev_checkpoint, prev_data_paths=prev_data, input_path=input_path)
 
 
-def _has_rows_to_read(txn: IngestTransaction) -> bool:
-    return bool(read_prepare_manifest(txn.staging_dir))
+def _request(state: ChainState, txn: IngestTransaction, *, read: ReadPhase | None = None,
+             merge: MergePhase | None = None, keep: bool = False) -> IngestRequest:
+    return IngestRequest(dataset=txn.dataset, vocab=state.vocab, work_dir=txn.staging_dir, read=read, merge=merge,
+                         keep_read_as=f"{txn.dataset_id}/{txn.txn_id}" if keep else None)
 
 
-def read(ws: Workspace, txn: IngestTransaction, engine: SparkEngine, *, in_process: bool = False) -> StepResult:
-    request = build_request(ws, txn, ["read"])
-    response = run_request(engine, request, txn.staging_dir, in_process=in_process)
-    n = response.get("read", {}).get("numRecords", 0)
-    atomic_write_text(txn.path(READ_FILE), json.dumps({"numRecords": n}))
+def run_request(engine: Engine, request: IngestRequest) -> IngestResponseSuccess:
+    """Run an ingest request on the engine; the user's errors become :class:`InvalidInput`, the engine's
+    :class:`~odf_core.engine.EngineError` (one line; the trace in a log file it names)."""
+    what = f"ingest of dataset '{request.dataset}'"
+    result = engine.execute(request, what=what)
+    if not isinstance(result, IngestResult):
+        raise EngineError(f"{what}: the engine answered with {type(result).__name__}")
+    value = result.value
+    if isinstance(value, IngestResponseInvalidInput):
+        raise InvalidInput(f"dataset '{request.dataset}': {value.message}")
+    if isinstance(value, EngineInternalError):
+        raise engine_internal_error(what, value.message, value.error_class, value.backtrace)
+    return value
+
+
+def read(ws: Workspace, txn: IngestTransaction, engine: Engine) -> StepResult:
+    """Read the prepared files: into ``read.parquet`` in staging, or kept by a long-lived engine for the merge."""
+    state = _handle(ws, txn).state()
+    files = read_prepare_manifest(txn.staging_dir)
+    n = 0
+    if files:
+        keep = engine.keeps_reads
+        request = _request(state, txn, read=_read_phase(state, txn, files, output_path=None if keep
+                                                        else txn.path("read.parquet")), keep=keep)
+        n = run_request(engine, request).read.num_records or 0
+    atomic_write_text(txn.path(READ_FILE), json.dumps({"numRecords": n, "files": len(files)}))
     log.info("read %d record(s)", n)
     return StepResult(num_records=n)
 
 
-def merge(ws: Workspace, txn: IngestTransaction, engine: SparkEngine, *, in_process: bool = False,
-          with_read: bool = False) -> StepResult:
-    phases = ["read", "merge"] if with_read else ["merge"]
+def merge(ws: Workspace, txn: IngestTransaction, engine: Engine, *, with_read: bool = False) -> StepResult:
+    """Merge the read rows into the slice: in one request with the read (``pull``, push, a long-lived engine that
+    reads again when it kept nothing), or from the read step's ``read.parquet``."""
     for name in ("slice.parquet", "checkpoint.parquet"):
         if os.path.exists(txn.path(name)):
             os.remove(txn.path(name))
-    if not with_read and not os.path.exists(txn.path("read.parquet")):
-        # the read step found no rows (no file): an empty merge
-        response = {"merge": {"numRecords": 0, "offsetInterval": None, "maxEventTime": None}}
-    else:
-        response = run_request(engine, build_request(ws, txn, phases), txn.staging_dir, in_process=in_process)
-    m = response.get("merge", {})
-    iv = m.get("offsetInterval")
-    atomic_write_text(txn.path(MERGE_FILE), json.dumps(m))
-    result = StepResult(num_records=m.get("numRecords", 0),
-                        offset_interval=(iv["start"], iv["end"]) if iv else None,
-                        max_event_time=m.get("maxEventTime"))
+    handle = _handle(ws, txn)
+    state = handle.state()
+    files = read_prepare_manifest(txn.staging_dir)
+    outcome = MergeOutcome(num_records=0)
+    if files:
+        if with_read or engine.keeps_reads:
+            request = _request(state, txn, read=_read_phase(state, txn, files, output_path=None),
+                               merge=_merge_phase(handle, state, txn, input_path=None), keep=engine.keeps_reads)
+        else:
+            if not os.path.exists(txn.path("read.parquet")):
+                raise IngestError(f"transaction {txn.txn_id}: the read step's output is missing: run read again")
+            request = _request(state, txn, merge=_merge_phase(handle, state, txn, input_path=txn.path("read.parquet")))
+        response = run_request(engine, request)
+        outcome = response.merge or outcome
+        if response.read_reused:
+            log.info("used the rows the engine kept from the read step")
+    atomic_write_text(txn.path(MERGE_FILE), json.dumps(to_data(outcome)))
+    iv = outcome.offset_interval
+    result = StepResult(num_records=outcome.num_records,
+                        offset_interval=(iv.start, iv.end) if iv else None,
+                        max_event_time=str(outcome.max_event_time) if outcome.max_event_time else None)
     log.info("merged %d record(s), offsets %s", result.num_records, result.offset_interval)
     return result
 
@@ -413,7 +417,7 @@ def _cleanup_payload(txn: IngestTransaction) -> None:
 # -- whole chains -----------------------------------------------------------------------------------------------
 
 
-def pull(ws: Workspace, dataset: str, engine: SparkEngine, *, once: bool = False,
+def pull(ws: Workspace, dataset: str, engine: Engine, *, once: bool = False,
          options: FetchOptions | None = None, max_transactions: int = 10_000) -> list[StepResult]:
     """Ingest until the source is up to date (or one transaction with ``once``), in one Spark session."""
     results = []
@@ -424,19 +428,19 @@ def pull(ws: Workspace, dataset: str, engine: SparkEngine, *, once: bool = False
             results.append(commit(ws, txn))
             break
         prepare(ws, txn)
-        merge(ws, txn, engine, in_process=True, with_read=True)
+        merge(ws, txn, engine, with_read=True)
         results.append(commit(ws, txn))
         if once or not fetched.has_more:
             break
     return results
 
 
-def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = None, engine: SparkEngine,
-         txn_id: str | None = None, in_process: bool = True) -> StepResult:
+def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = None, engine: Engine,
+         txn_id: str | None = None) -> StepResult:
     txn = begin(ws, dataset, source=source, txn_id=txn_id)
     if txn.source == POLLING:
         raise IngestError(f"dataset '{txn.dataset}' has no push source: use 'odf pull' for its polling source")
     if not os.path.exists(txn.path(COMMIT_FILE)):
         stage_push_file(txn, path)
-        merge(ws, txn, engine, in_process=in_process, with_read=True)
+        merge(ws, txn, engine, with_read=True)
     return commit(ws, txn)

@@ -91,6 +91,28 @@ class DatasetVocabulary(Model):
             event_time_column="event_time",
         )
 
+    # Short names for engine code, which uses these columns everywhere.
+    @property
+    def offset(self) -> str:
+        return self.offset_column
+
+    @property
+    def op(self) -> str:
+        return self.operation_type_column
+
+    @property
+    def system_time(self) -> str:
+        return self.system_time_column
+
+    @property
+    def event_time(self) -> str:
+        return self.event_time_column
+
+    @property
+    def system_columns(self) -> tuple[str, str, str]:
+        """The columns the engine adds to every slice (the event time comes from the data)."""
+        return (self.offset_column, self.operation_type_column, self.system_time_column)
+
 
 @odf_type
 @model

@@ -1,8 +1,9 @@
 """Derivative transformations: plan a transaction from the chains, run the Spark engine, commit ``ExecuteTransform``.
 
 Also query evolution (``set_transform``), verification by reproduction (``verify``) and upstream ordering for
-``odf pull --recursive``. The engine contract is files: a ``TransformRequest`` manifest (JSON, which is YAML) written
-to the transaction's staging directory, and a ``TransformResponse`` read back.
+``odf pull --recursive``. The engine gets the spec's ``TransformRequest`` (plus each input's history, for our stateful
+path) and answers with a ``TransformResponse``; the answer is kept in the transaction's staging directory, so a
+retried commit needs no second run.
 """
 from __future__ import annotations
 
@@ -13,14 +14,23 @@ import shutil
 import tempfile
 import uuid
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from odf_core.chain import ChainState
 from odf_core.commit import commit_data, describe_slice
-from odf_core.engine import EngineError, SparkEngine, job_script
+from odf_core.engine import Engine, EngineError
+from odf_core.engine import internal_error as engine_internal_error
+from odf_core.engine.protocol import (
+    EngineInternalError,
+    InputHistory,
+    OdfTransformRequest,
+    OdfTransformResponse,
+    QueryResponseInvalidQuery,
+    ValidateInput,
+    ValidateQueryRequest,
+    ValidateQueryResult,
+)
 from odf_core.errors import DatasetNotFound, OdfError
 from odf_core.identity import DatasetID, Multihash
 from odf_core.ingest.staging import atomic_write_text
@@ -35,6 +45,9 @@ from odf_core.metadata import (
     Timestamp,
     TransformRequest,
     TransformRequestInput,
+    TransformResponseInternalError,
+    TransformResponseInvalidQuery,
+    TransformResponseSuccess,
     TransformSql,
 )
 from odf_core.metadata.arrow_schema import decode_arrow_schema
@@ -172,51 +185,41 @@ def plan_inputs(ws: Workspace, handle: DatasetHandle, state: ChainState, scratch
     return planned
 
 
-def write_request(path: str, request: TransformRequest, inputs: list[PlannedInput]) -> None:
-    doc = {"kind": "TransformRequest", "version": 1, "content": to_data(request),
-           "extensions": {"inputs": {p.alias: {"historyDataPaths": list(p.history)} for p in inputs}}}
-    atomic_write_text(path, json.dumps(doc, indent=2))
+def engine_request(request: TransformRequest, inputs: list[PlannedInput]) -> OdfTransformRequest:
+    """The spec's request plus each input's history (our stateful path re-reads it)."""
+    return OdfTransformRequest(request=request, histories=tuple(
+        InputHistory(query_alias=p.request_input.query_alias, data_paths=p.history) for p in inputs))
 
 
-def run_engine(engine: SparkEngine, request_path: str, response_path: str, *, in_process: bool,
-               validate: bool = False) -> dict:
-    if os.path.exists(response_path):
-        os.remove(response_path)
-    if in_process:
-        from spark_jobs import transform as job
-
-        fn = job.run_validate_file if validate else job.run_transform_file
-        fn(engine.session(), request_path, response_path)
-    else:
-        args = (["--validate"] if validate else []) + [request_path, response_path]
-        engine.run_job(job_script("transform"), args, what="Spark transform job")
-    try:
-        with open(response_path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise EngineError(f"the Spark transform job wrote no readable response: {e}") from None
-
-
-def _value(response: dict, dataset: str) -> dict:
-    value = response.get("content", {}).get("value", {})
-    kind = value.get("kind")
-    if kind == "InvalidQuery":
-        raise InvalidQuery(f"dataset '{dataset}': invalid query: {value.get('message')}")
-    if kind != "Success":
-        raise EngineError(f"dataset '{dataset}': the Spark engine failed: {value.get('message')}")
-    return value
+def run_engine(engine: Engine, request: OdfTransformRequest, dataset: str) -> OdfTransformResponse:
+    """Run the transaction on the engine; an invalid query raises :class:`InvalidQuery`, an engine failure
+    :class:`~odf_core.engine.EngineError` (one line, the trace in a log file it names)."""
+    what = f"transformation of dataset '{dataset}'"
+    response = engine.execute(request, what=what)
+    if not isinstance(response, OdfTransformResponse):
+        raise EngineError(f"{what}: the engine answered with {type(response).__name__}")
+    value = response.response
+    if isinstance(value, TransformResponseInvalidQuery):
+        raise InvalidQuery(f"dataset '{dataset}': invalid query: {value.message}")
+    if isinstance(value, TransformResponseInternalError):
+        raise engine_internal_error(what, value.message, None, value.backtrace)
+    if not isinstance(value, TransformResponseSuccess):
+        raise EngineError(f"{what}: unexpected engine response {type(value).__name__}")
+    return response
 
 
 # -- one transaction ----------------------------------------------------------------------------------------------
 
 
-def run(ws: Workspace, dataset: str, *, engine: SparkEngine, txn_id: str | None = None, in_process: bool = True,
+def run(ws: Workspace, dataset: str, *, engine: Engine, txn_id: str | None = None,
         allow_engine_mismatch: bool = False) -> TransformResult | None:
     """Run the next transaction of a derivative dataset; None when there is nothing new (or an input has no data).
 
     With a known ``txn_id`` a retry reuses the transaction's staging area: if the engine already answered, its
     output is committed; if the commit already happened, its result is returned.
     """
+    from odf_core.engine.protocol import decode_response, encode_response
+
     handle = ws.get(dataset)
     state = handle.state()
     st = _transform_of(state, str(handle.name))
@@ -231,15 +234,15 @@ def run(ws: Workspace, dataset: str, *, engine: SparkEngine, txn_id: str | None 
                                   else None})
     os.makedirs(staging, exist_ok=True)
     plan_file = os.path.join(staging, "plan.json")
-    request_path = os.path.join(staging, "request.json")
-    response_path = os.path.join(staging, "response.json")
-    reuse = os.path.exists(plan_file) and os.path.exists(response_path)
-    if reuse:
+    response_path = os.path.join(staging, "response.fb")
+    response: OdfTransformResponse | None = None
+    if os.path.exists(plan_file) and os.path.exists(response_path):
         with open(plan_file, encoding="utf-8") as f:
             plan = json.load(f)
-        if plan["base_head"] != str(state.head):
-            reuse = False  # the dataset moved on: plan anew (the commit below detects a duplicate)
-    if not reuse:
+        if plan["base_head"] == str(state.head):  # else the dataset moved on: plan anew (commit finds duplicates)
+            with open(response_path, "rb") as f:
+                response = decode_response(f.read())  # type: ignore[assignment]
+    if response is None:
         planned = plan_inputs(ws, handle, state, staging)
         if isinstance(planned, str):
             log.info("%s: nothing to do: %s", handle.name, planned)
@@ -257,33 +260,43 @@ def run(ws: Workspace, dataset: str, *, engine: SparkEngine, txn_id: str | None 
         for p in (request.new_checkpoint_path, request.new_data_path):
             if os.path.exists(p):
                 os.remove(p)
-        write_request(request_path, request, planned)
         plan = {"base_head": str(state.head), "system_time": system_time.isoformat(),
                 "query_inputs": [to_data(p.execute) for p in planned]}
         log.info("%s: transaction %s over %s", handle.name, txn_id,
                  ", ".join(f"{p.alias} {p.request_input.offset_interval}" for p in planned))
-        response = run_engine(engine, request_path, response_path, in_process=in_process)
+        response = run_engine(engine, engine_request(request, planned), str(handle.name))
         atomic_write_text(plan_file, json.dumps(plan))
-    else:
-        with open(response_path, encoding="utf-8") as f:
-            response = json.load(f)
-    value = _value(response, str(handle.name))
-    result = _commit(handle, staging, plan, value, response.get("extensions", {}).get("planClass"))
+        with open(response_path + ".tmp", "wb") as f:
+            f.write(encode_response(response))
+        os.replace(response_path + ".tmp", response_path)
+    _log_diagnostics(str(handle.name), response)
+    result = _commit(handle, staging, plan, response)
     atomic_write_text(done, json.dumps(asdict(result)))
     return result
 
 
-def _commit(handle: DatasetHandle, staging: str, plan: dict, value: dict, plan_class: str | None) -> TransformResult:
+def _log_diagnostics(dataset: str, response: OdfTransformResponse) -> None:
+    d = response.diagnostics
+    if d is None:
+        return
+    why = f" ({d.reason} is not row-wise)" if d.reason else ""
+    log.info("%s: %s plan%s; %s output row(s); %s", dataset, d.plan_class, why, d.output_rows, d.timings or "")
+    for w in d.warnings or ():
+        log.warning("%s: %s", dataset, w)
+
+
+def _commit(handle: DatasetHandle, staging: str, plan: dict, response: OdfTransformResponse) -> TransformResult:
     from odf_core.metadata.yaml_serde import from_data
 
+    value = response.response
+    assert isinstance(value, TransformResponseSuccess)
     state = handle.state()
     data_path = os.path.join(staging, "output.parquet")
     cp_path = os.path.join(staging, "checkpoint.parquet")
     slice_file = None
     if os.path.exists(data_path):
-        start = value.get("newOffsetInterval", {}).get("start", state.next_offset)
+        start = value.new_offset_interval.start if value.new_offset_interval else state.next_offset
         slice_file = describe_slice(data_path, state.vocab.offset_column, start)
-    wm = Timestamp.parse(value["newWatermark"]) if value.get("newWatermark") else None
     query_inputs = tuple(from_data(ExecuteTransformInput, d) for d in plan["query_inputs"])
     block = commit_data(
         handle.chain,
@@ -291,11 +304,12 @@ def _commit(handle: DatasetHandle, staging: str, plan: dict, value: dict, plan_c
         slice_file=slice_file,
         checkpoint_path=cp_path if os.path.exists(cp_path) else None,
         system_time=Timestamp.parse(plan["system_time"]),
-        new_watermark=wm,
+        new_watermark=value.new_watermark,
         query_inputs=query_inputs,
     )
     st = handle.state()
     iv = slice_file.data_slice.offset_interval if slice_file else None
+    plan_class = response.diagnostics.plan_class if response.diagnostics else None
     res = TransformResult(
         block_hash=str(block) if block else None, head=str(st.head),
         offset_interval=(iv.start, iv.end) if iv else None,
@@ -308,80 +322,58 @@ def _commit(handle: DatasetHandle, staging: str, plan: dict, value: dict, plan_c
 
 # -- query evolution ----------------------------------------------------------------------------------------------
 
-_SPARK_TO_ARROW = {"long": pa.int64(), "integer": pa.int32(), "short": pa.int16(), "byte": pa.int8(),
-                   "double": pa.float64(), "float": pa.float32(), "string": pa.string(), "boolean": pa.bool_(),
-                   "binary": pa.binary(), "date": pa.date32()}
 
-
-def _compatible(arrow_type: pa.DataType, spark_type) -> bool:
-    if isinstance(spark_type, str):
-        if spark_type.startswith("timestamp"):
-            return pa.types.is_timestamp(arrow_type)
-        if spark_type.startswith("decimal"):
-            return pa.types.is_decimal(arrow_type)
-        expected = _SPARK_TO_ARROW.get(spark_type)
-        if expected is None:
-            return True
-        if pa.types.is_large_string(arrow_type) and expected == pa.string():
-            return True
-        return arrow_type == expected
-    return True  # nested types: names are checked, deep types are left to the chain's SetDataSchema rule
-
-
-def set_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: SparkEngine,
-                  in_process: bool = True) -> Multihash:
-    """Query evolution: validate the new query with Spark against the inputs' schemas, check the output schema only
-    adds columns, then append the new ``SetTransform``."""
-    handle = ws.get(dataset)
-    state = handle.state()
-    if state.kind is not DatasetKind.DERIVATIVE:
-        raise TransformError(f"dataset '{handle.name}' is not a derivative dataset")
-    from odf_core.metadata import DatasetSnapshot
-
-    event = ws.normalize_event(event, DatasetSnapshot(name=str(handle.name), kind=DatasetKind.DERIVATIVE,
-                                                       metadata=(event,)))
-    _check_engine(event.transform, str(handle.name), False)
+def validate_query(ws: Workspace, engine: Engine, dataset: str, event: SetTransform, vocab) -> bytes | None:
+    """The output schema (Arrow, SetDataSchema form) of ``event``'s query on its inputs' schemas, validated by the
+    engine; None when an input has no schema yet (the query is then validated on its first data)."""
     with tempfile.TemporaryDirectory(prefix="odf-validate-") as tmp:
         inputs, missing = [], []
         for i, inp in enumerate(event.inputs):
-            h = _input_handle(ws, inp.dataset_ref, str(handle.name))
+            h = _input_handle(ws, inp.dataset_ref, dataset)
             ist = h.state()
             if ist.schema is None:
                 missing.append(str(h.name))
                 continue
-            inputs.append({"queryAlias": inp.alias or str(h.name), "vocab": to_data(ist.vocab),
-                           "schemaFile": _schema_file(h, ist, os.path.join(tmp, f"s{i}.parquet"))})
-        if not missing:
-            req = os.path.join(tmp, "validate.json")
-            atomic_write_text(req, json.dumps({"kind": "TransformRequest", "version": 1, "content": {
-                "transform": {"kind": "Sql", **to_data(event.transform)}, "vocab": to_data(state.vocab),
-                "queryInputs": inputs}}))
-            value = _value(run_engine(engine, req, os.path.join(tmp, "resp.json"), in_process=in_process,
-                                      validate=True), str(handle.name))
-            new_schema = json.loads(value["schema"])
-            if state.schema is not None:
-                _check_output_evolution(decode_arrow_schema(state.schema), new_schema, str(handle.name))
-        else:
+            inputs.append(ValidateInput(query_alias=inp.alias or str(h.name), vocab=ist.vocab,
+                                        schema_file=_schema_file(h, ist, os.path.join(tmp, f"s{i}.parquet"))))
+        if missing:
             log.warning("%s: inputs %s have no schema yet: the query is validated on their first data",
-                        handle.name, ", ".join(missing))
-    return handle.chain.append_event(event)
+                        dataset, ", ".join(missing))
+            return None
+        what = f"query validation of dataset '{dataset}'"
+        result = engine.execute(ValidateQueryRequest(vocab=vocab, transform=event.transform, inputs=tuple(inputs)),
+                                what=what)
+    if not isinstance(result, ValidateQueryResult):
+        raise EngineError(f"{what}: the engine answered with {type(result).__name__}")
+    value = result.value
+    if isinstance(value, QueryResponseInvalidQuery):
+        raise InvalidQuery(f"dataset '{dataset}': invalid query: {value.message}")
+    if isinstance(value, EngineInternalError):
+        raise engine_internal_error(what, value.message, value.error_class, value.backtrace)
+    return value.output_schema
 
 
-def _check_output_evolution(old: pa.Schema, new_spark: dict, dataset: str) -> None:
+def set_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: Engine) -> Multihash:
+    """Query evolution: validate the new query with Spark against the inputs' schemas, check the output schema only
+    adds columns (the chain's own rule), then append the new ``SetTransform``."""
     from odf_core.errors import SchemaEvolutionError
+    from odf_core.metadata import DatasetSnapshot
+    from odf_core.metadata.schema_evolution import check_schema_evolution
 
-    new = [(f["name"], f["type"]) for f in new_spark["fields"]]
-    names = [n for n, _ in new]
-    problems = []
-    for i, f in enumerate(old):
-        if f.name not in names:
-            problems.append(f"column '{f.name}' ({f.type}) would be removed or renamed")
-        elif names.index(f.name) != i:
-            problems.append(f"column '{f.name}' would move from position {i} to {names.index(f.name)}")
-        elif not _compatible(f.type, new[names.index(f.name)][1]):
-            problems.append(f"column '{f.name}' would change type from {f.type} to {new[names.index(f.name)][1]}")
-    if problems:
-        raise SchemaEvolutionError(f"dataset '{dataset}': new query", problems)
+    handle = ws.get(dataset)
+    state = handle.state()
+    if state.kind is not DatasetKind.DERIVATIVE:
+        raise TransformError(f"dataset '{handle.name}' is not a derivative dataset")
+    event = ws.normalize_event(event, DatasetSnapshot(name=str(handle.name), kind=DatasetKind.DERIVATIVE,
+                                                       metadata=(event,)))
+    _check_engine(event.transform, str(handle.name), False)
+    output = validate_query(ws, engine, str(handle.name), event, state.vocab)
+    if output is not None and state.schema is not None:
+        try:
+            check_schema_evolution(decode_arrow_schema(state.schema), decode_arrow_schema(output))
+        except SchemaEvolutionError as e:
+            raise SchemaEvolutionError(f"dataset '{handle.name}': new query", e.problems) from None
+    return handle.chain.append_event(event)
 
 
 # -- graph --------------------------------------------------------------------------------------------------------
@@ -426,7 +418,7 @@ class VerifyReport:
         return f"verification failed at block {self.block}: {self.problem}"
 
 
-def verify(ws: Workspace, dataset: str, *, engine: SparkEngine, in_process: bool = True) -> VerifyReport:
+def verify(ws: Workspace, dataset: str, *, engine: Engine) -> VerifyReport:
     """Re-execute every ``ExecuteTransform`` from its recorded inputs; compare logical hashes."""
     from odf_core.chain.integrity import verify_integrity
     from odf_core.chain.state import fold
@@ -442,7 +434,7 @@ def verify(ws: Workspace, dataset: str, *, engine: SparkEngine, in_process: bool
         for h, block in blocks:
             ev = block.event
             if isinstance(ev, ExecuteTransform):
-                problem = _reproduce(ws, handle, state, block, ev, tmp, engine, in_process)
+                problem = _reproduce(ws, handle, state, block, ev, tmp, engine)
                 checked += 1
                 if problem:
                     return VerifyReport(False, checked, problem, str(h))
@@ -451,7 +443,7 @@ def verify(ws: Workspace, dataset: str, *, engine: SparkEngine, in_process: bool
 
 
 def _reproduce(ws, handle, state: ChainState, block: MetadataBlock, ev: ExecuteTransform, tmp: str,
-               engine: SparkEngine, in_process: bool) -> str | None:
+               engine: Engine) -> str | None:
     from odf_core.hashing import logical_hash_file
 
     step = os.path.join(tmp, f"b{block.sequence_number}")
@@ -468,9 +460,7 @@ def _reproduce(ws, handle, state: ChainState, block: MetadataBlock, ev: ExecuteT
         if ev.prev_checkpoint else None,
         new_checkpoint_path=os.path.join(step, "checkpoint.parquet"),
         new_data_path=os.path.join(step, "output.parquet"))
-    write_request(os.path.join(step, "request.json"), request, planned)
-    _value(run_engine(engine, os.path.join(step, "request.json"), os.path.join(step, "response.json"),
-                      in_process=in_process), str(handle.name))
+    run_engine(engine, engine_request(request, planned), str(handle.name))
     produced = os.path.exists(request.new_data_path)
     if ev.new_data is None:
         return "the block records no data but the transformation produced some" if produced else None

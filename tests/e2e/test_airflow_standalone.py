@@ -16,7 +16,7 @@ import pytest
 from airflow_provider_odf.assets import asset_uri
 from airflow_provider_odf.testing import FileServer, StandaloneAirflow, processes_with_env
 from odf_core.chain.integrity import verify_integrity
-from odf_core.engine import SparkEngine
+from odf_core.engine import LocalEngine
 from odf_core.query import tail
 from odf_core.transform import verify
 from odf_core.workspace import Workspace
@@ -118,7 +118,7 @@ def test_root_run_wakes_the_derivative_through_its_asset_event(e2e, spark):
     assert produced["extra"]["head"] == str(big.head)
     for name in (g.cities, g.big_cities):
         assert verify_integrity(ws.get(name).store).ok, name
-    report = verify(ws, g.big_cities, engine=SparkEngine.with_session(spark))
+    report = verify(ws, g.big_cities, engine=LocalEngine.with_session(spark))
     assert report.ok and report.blocks_checked == 1, report.summary()
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import struct
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -10,13 +9,95 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from spark_jobs import ingest
+from odf_core.engine.protocol import (
+    EngineInternalError,
+    IngestInputFile,
+    IngestRequest,
+    IngestResponseInvalidInput,
+    MergePhase,
+    ReadPhase,
+)
+from odf_core.metadata import DatasetVocabulary, Timestamp
+from odf_core.metadata.schema import W, Wire
+from odf_core.metadata.yaml_serde import _value_from, to_data
+from spark_jobs.ingest import execute_ingest
 
 SYSTEM_TIME = "2024-06-01T00:00:00Z"
 
 
 def utc(*args: int) -> datetime:
     return datetime(*args, tzinfo=timezone.utc)
+
+
+def _union(name: str, value: dict, path: str) -> Any:
+    return _value_from(Wire(W.UNION, name), value, path)
+
+
+def typed_request(req: dict[str, Any], default_work: str) -> IngestRequest:
+    """The compact dict form these tests write (camelCase, as in ODF YAML) -> the engine's typed request."""
+    vocab = _vocab(req.get("vocab"))
+    read = merge = None
+    if req.get("read"):
+        r = req["read"]
+        read = ReadPhase(
+            inputs=tuple(IngestInputFile(path=str(i["path"]), display_name=str(i.get("sourceName") or i["path"]),
+                                         event_time=Timestamp.parse(i["eventTime"]) if i.get("eventTime") else None)
+                         for i in r["inputs"]),
+            read_step=_union("ReadStep", r["readStep"], "read.readStep"),
+            preprocess=_union("Transform", r["preprocess"], "read.preprocess") if r.get("preprocess") else None,
+            output_path=r.get("outputPath"))
+    if req.get("merge"):
+        m = req["merge"]
+        merge = MergePhase(
+            strategy=_union("MergeStrategy", m["strategy"], "merge.strategy"),
+            system_time=Timestamp.parse(m["systemTime"]), output_path=m["outputPath"],
+            new_checkpoint_path=m.get("newCheckpointPath") or str(Path(m["outputPath"]).with_suffix(".ckpt")),
+            prev_offset=m.get("prevOffset"), prev_schema=m.get("prevSchema"),
+            prev_checkpoint_path=m.get("prevCheckpointPath"),
+            prev_data_paths=tuple(m.get("prevDataPaths") or ()) or None, input_path=m.get("inputPath"))
+    return IngestRequest(dataset=req.get("dataset") or "test.dataset", vocab=vocab,
+                         work_dir=req.get("workDir") or default_work, read=read, merge=merge,
+                         keep_read_as=req.get("keepReadAs"))
+
+
+def _vocab(d: dict | None) -> DatasetVocabulary:
+    base = DatasetVocabulary.default()
+    if not d:
+        return base
+    from odf_core.metadata.yaml_serde import from_data
+
+    return from_data(DatasetVocabulary, {**to_data(base), **d})
+
+
+def response_dict(resp: Any) -> dict[str, Any]:
+    """The typed response as the dict these tests assert on."""
+    if isinstance(resp, IngestResponseInvalidInput):
+        out: dict[str, Any] = {"status": "InvalidInput", "message": resp.message}
+        for k in ("file", "line", "record"):
+            if getattr(resp, k) is not None:
+                out[k] = getattr(resp, k)
+        return out
+    if isinstance(resp, EngineInternalError):
+        return {"status": "InternalError", "message": resp.message, "backtrace": resp.backtrace,
+                "errorClass": resp.error_class}
+    out = {"status": "Success"}
+    if resp.read is not None:
+        out["read"] = {"numRecords": resp.read.num_records, "schema": list(resp.read.columns)}
+    if resp.merge is not None:
+        m = resp.merge
+        iv = m.offset_interval
+        out["merge"] = {"numRecords": m.num_records,
+                        "offsetInterval": {"start": iv.start, "end": iv.end} if iv else None,
+                        "maxEventTime": str(m.max_event_time) if m.max_event_time else None,
+                        "checkpointWritten": bool(m.checkpoint_written)}
+    return out
+
+
+def run_request(spark, req: dict[str, Any], kept=None) -> dict[str, Any]:
+    """Run an ingest request given in the compact dict form; the answer as a dict."""
+    outputs = [req.get("read", {}).get("outputPath"), req.get("merge", {}).get("outputPath")]
+    default_work = str(Path(next(p for p in outputs if p)).parent) if any(outputs) else "."
+    return response_dict(execute_ingest(spark, typed_request(req, default_work), kept))
 
 
 def read_request(tmp: Path, read_step: dict, files: list[Path | str], *, event_time: str | None = None,
@@ -28,7 +109,7 @@ def read_request(tmp: Path, read_step: dict, files: list[Path | str], *, event_t
 
 def run_read(spark, tmp: Path, read_step: dict, files: list[Path | str], **kw) -> tuple[dict, list[dict]]:
     """Run only the read phase; returns the response and the rows of the read output (hidden columns dropped)."""
-    resp = ingest.run_request(spark, read_request(tmp, read_step, files, **kw))
+    resp = run_request(spark, read_request(tmp, read_step, files, **kw))
     rows = []
     if resp["status"] == "Success":
         rows = [{k: v for k, v in r.items() if not k.startswith("__odf")}
@@ -66,7 +147,7 @@ class Dataset:
                       "newCheckpointPath": str(ckpt), **(extra_merge or {})}}
         if self.vocab:
             req["vocab"] = self.vocab
-        resp = ingest.run_request(self.spark, req)
+        resp = run_request(self.spark, req)
         rows: list[dict] = []
         if resp["status"] == "Success" and resp["merge"]["numRecords"]:
             rows = pq.read_table(out).to_pylist()
@@ -82,64 +163,35 @@ def ops(rows: list[dict], key: str = "key", value: str = "value", op: str = "op"
 
 
 # --------------------------------------------------------------------------------------------------------------
-# A tiny ESRI shapefile writer (struct only), enough to test the reader against known geometries
+# Shapefiles written with pyshp, to test the reader against known geometries
 # --------------------------------------------------------------------------------------------------------------
-
-
-def _shp_record(shape_type: int, geom: Any) -> bytes:
-    if shape_type == 1:
-        return struct.pack("<i2d", 1, *geom)
-    parts = geom  # list of point lists (PolyLine 3 / Polygon 5)
-    pts = [p for part in parts for p in part]
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    out = struct.pack("<i4d2i", shape_type, min(xs), min(ys), max(xs), max(ys), len(parts), len(pts))
-    offsets, n = [], 0
-    for part in parts:
-        offsets.append(n)
-        n += len(part)
-    out += struct.pack(f"<{len(parts)}i", *offsets)
-    out += b"".join(struct.pack("<2d", *p) for p in pts)
-    return out
-
-
-def build_shp(shape_type: int, geoms: list[Any]) -> bytes:
-    body = b""
-    for i, g in enumerate(geoms, 1):
-        content = struct.pack("<i", 0) if g is None else _shp_record(shape_type, g)
-        body += struct.pack(">2i", i, len(content) // 2) + content
-    header = struct.pack(">i5ii", 9994, 0, 0, 0, 0, 0, (100 + len(body)) // 2)
-    header += struct.pack("<2i", 1000, shape_type) + struct.pack("<8d", *([0.0] * 8))
-    return header + body
-
-
-def build_dbf(fields: list[tuple[str, str, int, int]], records: list[list[Any]], deleted: set[int] = frozenset()
-              ) -> bytes:
-    """dBase III: fields are (name, type, length, decimals); values are formatted like real writers do."""
-    header_len = 32 + 32 * len(fields) + 1
-    record_len = 1 + sum(f[2] for f in fields)
-    out = struct.pack("<B3BIHH20x", 3, 124, 1, 1, len(records), header_len, record_len)
-    for name, ftype, length, dec in fields:
-        out += name.encode().ljust(11, b"\0") + ftype.encode() + b"\0" * 4 + bytes([length, dec]) + b"\0" * 14
-    out += b"\r"
-    for i, rec in enumerate(records):
-        out += b"*" if i in deleted else b" "
-        for (name, ftype, length, dec), v in zip(fields, rec):
-            if v is None:
-                text = ""
-            elif ftype in "NF":
-                text = f"{v:.{dec}f}".rjust(length) if dec else str(v).rjust(length)
-            else:
-                text = str(v)
-            out += text.encode("utf-8").ljust(length, b" ")[:length]
-    return out + b"\x1a"
 
 
 def write_shapefile_zip(path: Path, stem: str, shape_type: int, geoms: list[Any],
                         fields: list[tuple[str, str, int, int]], records: list[list[Any]],
                         extra: dict[str, bytes] | None = None) -> Path:
+    """A zip holding ``stem``.shp/.shx/.dbf/.cpg: shape type 1 point, 3 polyline, 5 polygon, or their Z forms 11, 13,
+    15 (geoms: a point, or a list of parts/rings), fields (name, type, length, decimals); None is the null shape."""
+    import io
+
+    import shapefile
+
+    shp, shx, dbf = io.BytesIO(), io.BytesIO(), io.BytesIO()
+    w = shapefile.Writer(shp=shp, shx=shx, dbf=dbf, shapeType=shape_type, encoding="utf-8")
+    for name, ftype, length, dec in fields:
+        w.field(name, ftype, length, dec)
+    for g, rec in zip(geoms, records):
+        if g is None:
+            w.null()
+        else:
+            {1: w.point, 11: w.pointz}.get(shape_type, lambda *p: None)(*g) if shape_type in (1, 11) else \
+                {3: w.line, 13: w.linez, 5: w.poly, 15: w.polyz}[shape_type](g)
+        w.record(*rec)
+    w.close()
     with zipfile.ZipFile(path, "w") as z:
-        z.writestr(f"{stem}.shp", build_shp(shape_type, geoms))
-        z.writestr(f"{stem}.dbf", build_dbf(fields, records))
+        z.writestr(f"{stem}.shp", shp.getvalue())
+        z.writestr(f"{stem}.shx", shx.getvalue())
+        z.writestr(f"{stem}.dbf", dbf.getvalue())
         z.writestr(f"{stem}.cpg", b"UTF-8")
         for name, data in (extra or {}).items():
             z.writestr(name, data)

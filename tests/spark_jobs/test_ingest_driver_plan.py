@@ -15,7 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs import ingest
+from spark_jobs.errors import InvalidInput
+from spark_jobs.ingest import keys as key_plans
+from spark_jobs.ingest import merge as plans
+from spark_jobs.ingest.merge import ledger as ledger_merge
+from spark_jobs.ingest.merge import snapshot as snapshot_merge
 
 from .ingest_support import Dataset, ops
 
@@ -107,7 +111,7 @@ def _same(a, b) -> bool:
 @given(snapshot_pairs())
 def test_snapshot_changes_match_the_row_by_row_reference(case):
     state, new, filled, compare = case
-    got = ingest.snapshot_changes(_table(new), _table(state) if state else None, ["k1", "k2"], compare,
+    got = key_plans.snapshot_changes(_table(new), _table(state) if state else None, ["k1", "k2"], compare,
                                   pa.array(filled, pa.bool_()), "op", "event_time")
     want_out, want_state = ref_snapshot(state, new, filled, ["k1", "k2"], compare)
     assert _same(got.out.select(["op", *SCHEMA.names]).to_pylist(), want_out)
@@ -122,7 +126,7 @@ def test_ledger_keep_mask_keeps_first_unseen_keys(seen, new):
     def table(keys):
         return pa.Table.from_pylist([{"k1": a, "k2": b} for a, b in keys], schema=schema)
 
-    keep, distinct_seen = ingest.ledger_keep_mask(table(new), table(seen) if seen else None)
+    keep, distinct_seen = key_plans.ledger_keep_mask(table(new), table(seen) if seen else None)
     known = set()
     for k1, k2 in seen:
         known.add(_key({"k1": k1, "k2": k2}, ["k1", "k2"]))
@@ -138,18 +142,18 @@ def test_ledger_keep_mask_keeps_first_unseen_keys(seen, new):
 
 
 def test_key_codes_number_groups_in_order_of_first_appearance():
-    codes = ingest.key_codes([pa.array(["b", "a", "b", None, "a", None]), pa.array([1, 1, 1, 2, 2, 2])])
+    codes = key_plans.key_codes([pa.array(["b", "a", "b", None, "a", None]), pa.array([1, 1, 1, 2, 2, 2])])
     assert codes.tolist() == [0, 1, 0, 2, 3, 2]
-    assert ingest.first_occurrence(codes).tolist() == [True, True, False, True, True, False]
-    assert ingest.first_occurrence(np.zeros(0, np.int64)).tolist() == []
+    assert key_plans.first_occurrence(codes).tolist() == [True, True, False, True, True, False]
+    assert key_plans.first_occurrence(np.zeros(0, np.int64)).tolist() == []
 
 
 def test_duplicate_key_in_the_snapshot_is_refused_with_the_key_as_spark_writes_it():
     t = pa.table({"event_time": pa.array([datetime(2024, 1, 1, tzinfo=timezone.utc)] * 3, pa.timestamp("ms", "UTC")),
                   "k": pa.array([datetime(2024, 5, 6, 7, 8, 9, 10000, tzinfo=timezone.utc)] * 2 + [None],
                                 pa.timestamp("ms", "UTC"))})
-    with pytest.raises(ingest.InvalidInput, match=r'duplicate primary key \{"k":"2024-05-06T07:08:09.010Z"\}'):
-        ingest.snapshot_changes(t, None, ["k"], [], pa.array([False] * 3), "op", "event_time")
+    with pytest.raises(InvalidInput, match=r'duplicate primary key \{"k":"2024-05-06T07:08:09.010Z"\}'):
+        key_plans.snapshot_changes(t, None, ["k"], [], pa.array([False] * 3), "op", "event_time")
 
 
 # -- through the job -----------------------------------------------------------------------------------------------
@@ -157,23 +161,24 @@ def test_duplicate_key_in_the_snapshot_is_refused_with_the_key_as_spark_writes_i
 KV = {"kind": "Csv", "schema": ["key STRING", "value BIGINT"]}
 
 
-def _count_calls(monkeypatch, name: str) -> list[int]:
+def _count_calls(monkeypatch, module, name: str) -> list[int]:
     calls = [0]
-    real = getattr(ingest, name)
+    real = getattr(module, name)
 
     def counted(*a, **kw):
         calls[0] += 1
         return real(*a, **kw)
 
-    monkeypatch.setattr(ingest, name, counted)
+    monkeypatch.setattr(module, name, counted)
     return calls
 
 
 @pytest.mark.spark
 def test_small_merges_take_the_driver_plans_and_the_limit_moves_them_to_spark(spark, tmp_path, monkeypatch):
-    snap, ledger = _count_calls(monkeypatch, "merge_snapshot_on_driver"), _count_calls(monkeypatch, "ledger_keep_mask")
-    for sub, limit in (("driver", ingest.DRIVER_MERGE_BYTES), ("spark", 0)):
-        monkeypatch.setattr(ingest, "DRIVER_MERGE_BYTES", limit)
+    snap, ledger = _count_calls(monkeypatch, snapshot_merge, "_collect_plan"), \
+        _count_calls(monkeypatch, ledger_merge, "ledger_keep_mask")
+    for sub, limit in (("driver", plans.DRIVER_MERGE_BYTES), ("spark", 0)):
+        monkeypatch.setattr(plans, "DRIVER_MERGE_BYTES", limit)
         snap[0] = ledger[0] = 0
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "s").mkdir()
@@ -191,7 +196,7 @@ def test_small_merges_take_the_driver_plans_and_the_limit_moves_them_to_spark(sp
 
 @pytest.mark.spark
 def test_snapshot_with_nested_columns_takes_the_spark_plan(spark, tmp_path, monkeypatch):
-    snap = _count_calls(monkeypatch, "merge_snapshot_on_driver")
+    snap = _count_calls(monkeypatch, snapshot_merge, "_collect_plan")
     step = {"kind": "NdJson", "schema": ["key STRING", "tags ARRAY<STRING>"]}
     ds = Dataset(spark, tmp_path, {"kind": "Snapshot", "primaryKey": ["key"]}, step)
     ds.ingest('{"key": "A", "tags": ["x"]}\n{"key": "B", "tags": []}\n', event_time="2024-01-01T00:00:00Z")
@@ -203,7 +208,7 @@ def test_snapshot_with_nested_columns_takes_the_spark_plan(spark, tmp_path, monk
 
 @pytest.mark.spark
 def test_malformed_csv_in_the_snapshot_driver_plan_names_file_and_line(spark, tmp_path, monkeypatch):
-    snap = _count_calls(monkeypatch, "merge_snapshot_on_driver")
+    snap = _count_calls(monkeypatch, snapshot_merge, "_collect_plan")
     ds = Dataset(spark, tmp_path, {"kind": "Snapshot", "primaryKey": ["key"]}, KV)
     ds.ingest("A,1\nB,2\n", event_time="2024-01-01T00:00:00Z")
     resp, _ = ds.ingest("A,1\nB,x\n", event_time="2024-01-02T00:00:00Z")
@@ -220,12 +225,12 @@ def test_malformed_csv_in_the_snapshot_driver_plan_names_file_and_line(spark, tm
 def test_dense_integer_keys_shortcut_matches_the_hash_pass(seen, new, typ):
     keys = pa.table({"id": pa.array(new, typ)})
     old = pa.table({"id": pa.array(seen, typ)}) if seen else None
-    keep, _ = ingest.ledger_keep_mask(keys, old)
+    keep, _ = key_plans.ledger_keep_mask(keys, old)
     col = pa.chunked_array([pa.array(seen, typ), pa.array(new, typ)])
-    shortcut = ingest._first_of_dense_integers([col])
-    general = ingest.first_occurrence(ingest.key_codes([col]))
+    shortcut = key_plans.first_of_dense_integers([col])
+    general = key_plans.first_occurrence(key_plans.key_codes([col]))
     if len(col):
         assert shortcut is not None and shortcut.tolist() == general.tolist()
     assert keep.tolist() == general[len(seen):].tolist()
-    assert ingest._first_of_dense_integers([pa.array([1, None, 1])]) is None  # nulls: the hash pass decides
-    assert ingest._first_of_dense_integers([pa.array([0, 10**12])]) is None  # sparse: the hash pass decides
+    assert key_plans.first_of_dense_integers([pa.array([1, None, 1])]) is None  # nulls: the hash pass decides
+    assert key_plans.first_of_dense_integers([pa.array([0, 10**12])]) is None  # sparse: the hash pass decides

@@ -9,7 +9,10 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs import ingest
+from spark_jobs.ingest import merge as plans
+from spark_jobs.ingest.merge import ledger as ledger_merge
+from spark_jobs.ingest.merge import snapshot as snapshot_merge
+from spark_jobs.parquet_files import write_parts
 
 from .ingest_support import Dataset
 
@@ -20,22 +23,21 @@ CITY = {"kind": "Csv", "schema": ["city STRING", "year INT", "value BIGINT"]}
 
 
 def _spark_plans(monkeypatch, parallel: bool) -> None:
-    monkeypatch.setattr(ingest, "DRIVER_MERGE_BYTES", -1)
+    monkeypatch.setattr(plans, "DRIVER_MERGE_BYTES", -1)
     if parallel:
-        monkeypatch.setattr(ingest, "SMALL_MERGE_BYTES", -1)
+        monkeypatch.setattr(plans, "SMALL_MERGE_BYTES", -1)
 
 
 def _plans_of_written_frames(monkeypatch) -> list[str]:
     """Record the optimized plan of every frame the job writes (the real write still happens)."""
-    plans: list[str] = []
-    write = ingest.write_parts
-
+    plans_seen: list[str] = []
     def spy(df, directory):
-        plans.append(df._jdf.queryExecution().optimizedPlan().toString())
-        return write(df, directory)
+        plans_seen.append(df._jdf.queryExecution().optimizedPlan().toString())
+        return write_parts(df, directory)
 
-    monkeypatch.setattr(ingest, "write_parts", spy)
-    return plans
+    for module in (plans, ledger_merge, snapshot_merge):
+        monkeypatch.setattr(module, "write_parts", spy)
+    return plans_seen
 
 
 def _ledger_in_every_plan(spark, tmp_path, monkeypatch, rounds):
@@ -92,7 +94,7 @@ def test_snapshot_duplicate_composite_key_is_the_same_error_in_every_plan(spark,
 
 def test_duplicate_key_finds_null_keys_and_reports_none_for_unique_keys(spark):
     df = spark.createDataFrame([("a", 1), (None, 2), ("b", 3), (None, 4)], "key STRING, v INT")
-    assert ingest._duplicate_key(df, ["key"]) == "{}"  # to_json drops null fields: the null key
-    assert ingest._duplicate_key(df.where("v < 4"), ["key"]) is None
+    assert plans.duplicate_key(df, ["key"]) == "{}"  # to_json drops null fields: the null key
+    assert plans.duplicate_key(df.where("v < 4"), ["key"]) is None
     two = spark.createDataFrame([("a", 1, 0), ("a", 2, 0), ("a", 1, 1)], "k1 STRING, k2 INT, v INT")
-    assert ingest._duplicate_key(two, ["k1", "k2"]) == '{"k1":"a","k2":1}'
+    assert plans.duplicate_key(two, ["k1", "k2"]) == '{"k1":"a","k2":1}'

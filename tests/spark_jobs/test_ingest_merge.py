@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs import ingest
+from spark_jobs.ingest import merge as plans
 
-from .ingest_support import SYSTEM_TIME, Dataset, ops, utc
+from .ingest_support import SYSTEM_TIME, Dataset, ops, run_request, utc
 
 pytestmark = pytest.mark.spark
 
@@ -154,7 +154,7 @@ def test_checkpoint_of_another_strategy_is_refused_without_history(spark, tmp_pa
     ds.slices = []
     resp, _ = ds.ingest("a,1,2024-01-01T00:00:00Z\n")
     assert resp["status"] == "InvalidInput"
-    assert "written by Ledger(primaryKey=['key'])" in resp["message"] and "prevDataPaths" in resp["message"]
+    assert "written by Ledger(primaryKey=['key'])" in resp["message"] and "no previous data" in resp["message"]
 
 
 # ---------------------------------------------------------------------------------------------------- Append
@@ -170,7 +170,7 @@ def test_append_sorts_by_event_time_nulls_first_stable_with_offsets_after_prev_o
                     "readStep": {"kind": "Csv", "schema": ["id INT", "event_time TIMESTAMP"]}},
            "merge": {"strategy": {"kind": "Append"}, "prevOffset": 41, "systemTime": SYSTEM_TIME,
                      "outputPath": str(out)}}
-    resp = ingest.run_request(spark, req)
+    resp = run_request(spark, req)
     assert resp["status"] == "Success", resp
     rows = pq.read_table(out).to_pylist()
     assert [r["id"] for r in rows] == [2, 6, 3, 4, 5, 1]  # ties keep the input order
@@ -267,12 +267,20 @@ def test_empty_input_gives_no_slice(spark, tmp_path):
 # ---------------------------------------------------------------------------------------------------- schema evolution
 
 
+def schema_of_slice(path: str) -> bytes:
+    """The dataset schema as the coordinator hands it to the engine: the SetDataSchema bytes of a slice."""
+    from odf_core.commit import data_schema
+    from odf_core.metadata.arrow_schema import encode_arrow_schema
+
+    return encode_arrow_schema(data_schema(pq.read_schema(path)))
+
+
 def test_schema_evolution_accepts_new_trailing_columns(spark, tmp_path):
     ds = Dataset(spark, tmp_path, {"kind": "Snapshot", "primaryKey": ["key"]}, KV)
     ds.ingest("A,1\nB,2\n", event_time="2024-01-01T00:00:00Z")
     wider = {"kind": "Csv", "schema": ["key STRING", "value BIGINT", "extra STRING"]}
     resp, rows = ds.ingest("A,1,\nB,2,new\n", event_time="2024-01-02T00:00:00Z", read_step=wider,
-                           extra_merge={"prevSchemaPath": ds.slices[-1]})
+                           extra_merge={"prevSchema": schema_of_slice(ds.slices[-1])})
     assert resp["status"] == "Success", resp
     # the state from the checkpoint has no 'extra': null stays unchanged, a value is a change
     assert [(r["op"], r["key"], r["extra"]) for r in rows] == [(2, "B", None), (3, "B", "new")]
@@ -280,18 +288,17 @@ def test_schema_evolution_accepts_new_trailing_columns(spark, tmp_path):
 
 
 @pytest.mark.parametrize("new_schema, problem", [
-    (["key STRING"], "column 'value' was removed or renamed"),
-    (["key STRING", "value INT"], "column 'value' changed type from BIGINT to INT"),
-    (["key STRING", "amount BIGINT"], "column 'value' was removed or renamed"),
-    (["value BIGINT", "key STRING"], "column 'key' moved from position 1 to 2"),
+    (["key STRING"], "column 'value' removed or renamed (was int64)"),
+    (["key STRING", "value INT"], "column 'value' type changed from int64 to int32"),
+    (["key STRING", "amount BIGINT"], "column 'value' removed or renamed (was int64)"),
+    (["value BIGINT", "key STRING"], "existing columns reordered"),
 ])
 def test_schema_evolution_refuses_other_changes(spark, tmp_path, new_schema, problem):
     ds = Dataset(spark, tmp_path, {"kind": "Append"}, KV)
     ds.ingest("A,1\n", event_time="2024-01-01T00:00:00Z")
     resp, _ = ds.ingest("A,1\n", event_time="2024-01-02T00:00:00Z",
                         read_step={"kind": "Csv", "schema": new_schema},
-                        extra_merge={"prevSchemaDdl": "offset BIGINT, op INT, system_time TIMESTAMP, "
-                                                      "event_time TIMESTAMP, key STRING, value BIGINT"})
+                        extra_merge={"prevSchema": schema_of_slice(ds.slices[-1])})
     assert resp["status"] == "InvalidInput"
     assert problem in resp["message"] and "Only adding columns at the end is allowed" in resp["message"]
 
@@ -306,14 +313,14 @@ def test_read_then_merge_in_separate_requests(spark, tmp_path):
         src.write_text(text)
         read = {"phases": ["read"], "read": {"inputs": [{"path": str(src), "eventTime": et}], "readStep": KV,
                                              "outputPath": str(tmp_path / f"read{rnd}.parquet")}}
-        assert ingest.run_request(spark, read)["read"]["numRecords"] == 2
+        assert run_request(spark, read)["read"]["numRecords"] == 2
         merge = {"phases": ["merge"], "merge": {
             "inputPath": str(tmp_path / f"read{rnd}.parquet"), "strategy": {"kind": "Snapshot", "primaryKey": ["key"]},
             "prevOffset": None if rnd == 0 else 1, "systemTime": SYSTEM_TIME,
             "prevCheckpointPath": None if rnd == 0 else str(tmp_path / "ck0.parquet"),
             "outputPath": str(tmp_path / f"slice{rnd}.parquet"),
             "newCheckpointPath": str(tmp_path / f"ck{rnd}.parquet")}}
-        resp = ingest.run_request(spark, merge)
+        resp = run_request(spark, merge)
         assert resp["status"] == "Success", resp
     assert ops(pq.read_table(tmp_path / "slice1.parquet").to_pylist()) == [(2, "B", 2), (3, "B", 3)]
 
@@ -332,10 +339,10 @@ def test_read_then_merge_in_separate_requests(spark, tmp_path):
 def test_every_plan_gives_the_same_slices_and_state(spark, tmp_path, monkeypatch, strategy, step, rounds):
     """Driver plan (pyarrow), single-partition Spark plan and parallel Spark plan: the same slices and state."""
     results = {}
-    for plan, driver_limit, small_limit in (("driver", ingest.DRIVER_MERGE_BYTES, ingest.SMALL_MERGE_BYTES),
-                                            ("single", -1, ingest.SMALL_MERGE_BYTES), ("parallel", -1, -1)):
-        monkeypatch.setattr(ingest, "DRIVER_MERGE_BYTES", driver_limit)
-        monkeypatch.setattr(ingest, "SMALL_MERGE_BYTES", small_limit)
+    for plan, driver_limit, small_limit in (("driver", plans.DRIVER_MERGE_BYTES, plans.SMALL_MERGE_BYTES),
+                                            ("single", -1, plans.SMALL_MERGE_BYTES), ("parallel", -1, -1)):
+        monkeypatch.setattr(plans, "DRIVER_MERGE_BYTES", driver_limit)
+        monkeypatch.setattr(plans, "SMALL_MERGE_BYTES", small_limit)
         (tmp_path / plan).mkdir()
         ds = Dataset(spark, tmp_path / plan, strategy, step)
         results[plan] = [ds.ingest(text, event_time=f"2024-02-0{i + 1}T00:00:00Z")[1] for i, text in enumerate(rounds)]
@@ -361,7 +368,7 @@ def test_unexpected_failures_are_internal_errors_with_a_backtrace(spark, tmp_pat
     (tmp_path / "blocker").write_text("a file where a directory is needed")
     src = tmp_path / "in.csv"
     src.write_text("1\n")
-    resp = ingest.run_request(spark, {
+    resp = run_request(spark, {
         "phases": ["read", "merge"],
         "read": {"inputs": [{"path": str(src), "eventTime": "2024-01-01T00:00:00Z"}],
                  "readStep": {"kind": "Csv", "schema": ["v INT"]}},

@@ -9,9 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs import ingest
 
-from .ingest_support import geom, run_read, utc, write_shapefile_zip
+from .ingest_support import geom, run_read, run_request, utc, write_shapefile_zip
 
 pytestmark = pytest.mark.spark
 
@@ -255,8 +254,8 @@ DBF_FIELDS = [("NAME", "C", 10, 0), ("POP", "N", 9, 0), ("AREA", "N", 12, 3), ("
 
 def test_shapefile_zip_points_with_attributes(spark, tmp_path):
     z = write_shapefile_zip(tmp_path / "towns.zip", "data/towns", 1, [(1.0, 2.0), (3.5, -4.25), None],
-                            DBF_FIELDS, [["Alpha", 100, 1.5, "19990102", "T"], ["Beta", None, 2.25, None, "F"],
-                                         ["Gamma", 3, None, "20000101", "?"]])
+                            DBF_FIELDS, [["Alpha", 100, 1.5, date(1999, 1, 2), True], ["Beta", None, 2.25, None, False],
+                                         ["Gamma", 3, None, date(2000, 1, 1), None]])
     resp, rows = run_read(spark, tmp_path, {"kind": "EsriShapefile"}, [z], event_time=ET)
     assert resp["status"] == "Success", resp
     assert resp["read"]["schema"] == ["event_time TIMESTAMP", "NAME STRING", "POP BIGINT", "AREA DOUBLE",
@@ -294,6 +293,14 @@ def test_shapefile_polygons_polylines_sub_path_and_schema(spark, tmp_path):
     assert [geom(r["geometry"])["type"] for r in rows] == ["LineString", "MultiLineString"]
     assert geom(rows[1]["geometry"])["coordinates"] == [[[0.0, 0.0], [1.0, 0.0]], [[5.0, 5.0], [6.0, 6.0]]]
 
+    zz = write_shapefile_zip(tmp_path / "z.zip", "z", 15, [[[(0, 0, 7), (0, 1, 8), (1, 1, 9), (0, 0, 7)]]],
+                             [("ID", "N", 4, 0)], [[1]])
+    pz = write_shapefile_zip(tmp_path / "pz.zip", "pz", 11, [(1.0, 2.0, 3.5)], [("ID", "N", 4, 0)], [[1]])
+    _, rows = run_read(spark, tmp_path, {"kind": "EsriShapefile"}, [zz, pz], event_time=ET)
+    assert [geom(r["geometry"]) for r in rows] == [  # Z is kept
+        {"type": "Polygon", "coordinates": [[[0.0, 0.0, 7.0], [0.0, 1.0, 8.0], [1.0, 1.0, 9.0], [0.0, 0.0, 7.0]]]},
+        {"type": "Point", "coordinates": [1.0, 2.0, 3.5]}]
+
 
 # ---------------------------------------------------------------------------------------------------- preprocess
 
@@ -328,8 +335,8 @@ def test_preprocess_errors(spark, tmp_path):
     step = {"kind": "Csv", "schema": ["k STRING", "n INT"]}
     resp, _ = run_read(spark, tmp_path, step, [f], event_time=ET,
                        preprocess={"kind": "Sql", "engine": "flink", "query": "SELECT * FROM input"})
-    assert resp == {"status": "InvalidInput", "message": "engine 'flink' is not supported by this Spark ingest"
-                    " (dataset test.dataset); use engine 'spark' in the preprocess step"}
+    assert resp == {"status": "InvalidInput", "message": "preprocess engine 'flink' is not supported by the Spark "
+                    "engine; use engine 'spark'"}
     resp, _ = run_read(spark, tmp_path, step, [f], event_time=ET,
                        preprocess={"kind": "Sql", "engine": "spark", "query": "SELECT nope FROM input"})
     assert resp["status"] == "InvalidInput" and "preprocess query 1 failed" in resp["message"]
@@ -351,7 +358,7 @@ def test_event_time_from_source_per_input_file(spark, tmp_path):
         "inputs": [{"path": str(a), "eventTime": "2024-01-01T00:00:00Z"},
                    {"path": str(b), "eventTime": "2024-02-01T00:00:00.5+00:00"}],
         "readStep": {"kind": "Csv", "schema": ["v STRING"]}, "outputPath": str(tmp_path / "r.parquet")}}
-    assert ingest.run_request(spark, req)["status"] == "Success"
+    assert run_request(spark, req)["status"] == "Success"
     rows = pq.read_table(tmp_path / "r.parquet").to_pylist()
     assert [(r["v"], r["event_time"]) for r in rows] == [("x", utc(2024, 1, 1)),
                                                          ("y", utc(2024, 2, 1, 0, 0, 0, 500000))]

@@ -1,30 +1,54 @@
 """Rejections of spark_jobs/transform.py (InvalidQuery / InternalError) and query validation."""
 from __future__ import annotations
 
-import json
+import tempfile
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import types as T
 
+from odf_core.engine.protocol import (
+    QueryResponseInvalidQuery,
+    ValidateInput,
+    ValidateQueryRequest,
+    ValidateQueryResponseSuccess,
+)
+from odf_core.metadata import DatasetVocabulary
+from odf_core.metadata.arrow_schema import decode_arrow_schema
+from odf_core.metadata.schema import W, Wire
+from odf_core.metadata.yaml_serde import _value_from
 from spark_jobs import transform as tr
 
-from .transform_support import Event, InputSpec, MiniCoordinator, minutes, spark_schema
+
+from .transform_support import TS, Event, InputSpec, MiniCoordinator, minutes
 
 pytestmark = pytest.mark.spark
 
 KX = pa.schema([("k", pa.string()), ("x", pa.int64())])
-A_SCHEMA = spark_schema(InputSpec("a", KX, []))
+A_SCHEMA = InputSpec("a", KX, []).arrow_schema()
+_SCHEMA_DIR = tempfile.mkdtemp(prefix="odf-test-schemas-")
 
 
 def sql(query: str, **extra) -> dict:
     return {"kind": "Sql", "engine": "spark", "query": query, **extra}
 
 
+def validate(spark, transform: dict, schemas: dict[str, pa.Schema] | None = None):
+    inputs = []
+    for i, (alias, schema) in enumerate((schemas or {"a": A_SCHEMA}).items()):
+        path = f"{_SCHEMA_DIR}/{alias}-{i}-{abs(hash(str(schema)))}.parquet"
+        pq.write_table(schema.empty_table(), path)
+        inputs.append(ValidateInput(query_alias=alias, vocab=DatasetVocabulary.default(), schema_file=path))
+    request = ValidateQueryRequest(vocab=DatasetVocabulary.default(),
+                                   transform=_value_from(Wire(W.UNION, "Transform"), transform, "transform"),
+                                   inputs=tuple(inputs))
+    return tr.validate_query(spark, request)
+
+
 def invalid(spark, transform: dict, schemas: dict | None = None) -> str:
-    with pytest.raises(tr.InvalidQueryError) as exc:
-        tr.validate_query(spark, transform, schemas or {"a": A_SCHEMA})
-    return str(exc.value)
+    resp = validate(spark, transform, schemas)
+    assert isinstance(resp, QueryResponseInvalidQuery), resp
+    return resp.message
 
 
 @pytest.mark.parametrize("expr, name", [
@@ -75,29 +99,18 @@ def test_invalid_queries_explain_themselves(spark, transform, needles):
     assert "\tat org.apache" not in msg and "'Project" not in msg  # no JVM stack or plan dump
 
 
-def test_validate_returns_the_slice_schema_and_plan_class(spark, tmp_path):
-    schemas = {"a": T.StructType([*A_SCHEMA.fields, T.StructField("local", T.TimestampNTZType())])}
-    out = tr.validate_query(spark, sql("SELECT event_time, k, local, x * 2.5 AS y FROM a"), schemas)
-    assert [(f.name, f.dataType.simpleString()) for f in out.fields] == [
-        ("offset", "bigint"), ("op", "int"), ("system_time", "timestamp"), ("event_time", "timestamp"),
-        ("k", "string"), ("local", "timestamp"), ("y", "decimal(23,1)")]
-    # The CLI form reads the schemas from the request's schemaFile entries.
-    coord = MiniCoordinator(spark, tmp_path, sql("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a "
-                                                 "GROUP BY k"), [InputSpec("a", KX, [])])
-    req, resp = tmp_path / "req.json", tmp_path / "resp.json"
-    req.write_text(json.dumps(coord.request({})))
-    tr.run_validate_file(spark, str(req), str(resp))
-    doc = json.loads(resp.read_text())
-    assert doc["kind"] == "ValidateQueryResponseRoot" and doc["extensions"]["planClass"] == "stateful"
-    value = doc["content"]["value"]
-    assert value["kind"] == "Success"
-    assert [f["name"] for f in json.loads(value["schema"])["fields"]] == [
-        "offset", "op", "system_time", "event_time", "k", "n"]
-    req.write_text(json.dumps({**coord.request({}), "content": {
-        **coord.request({})["content"], "transform": sql("SELECT nope FROM a")}}))
-    tr.run_validate_file(spark, str(req), str(resp))
-    value = json.loads(resp.read_text())["content"]["value"]
-    assert value["kind"] == "InvalidQuery" and "nope" in value["message"]
+def test_validate_returns_the_slice_schema_and_plan_class(spark):
+    schemas = {"a": A_SCHEMA.append(pa.field("local", pa.timestamp("ms")))}
+    out = validate(spark, sql("SELECT event_time, k, local, x * 2.5 AS y FROM a"), schemas)
+    assert isinstance(out, ValidateQueryResponseSuccess) and out.plan_class == "stateless"
+    schema = decode_arrow_schema(out.output_schema)
+    assert [(f.name, f.type) for f in schema] == [
+        ("offset", pa.int64()), ("op", pa.int32()), ("system_time", TS), ("event_time", TS),
+        ("k", pa.string()), ("local", TS), ("y", pa.decimal128(23, 1))]
+    out = validate(spark, sql("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a GROUP BY k"))
+    assert out.plan_class == "stateful" and out.reason == "Aggregate"
+    assert decode_arrow_schema(out.output_schema).names == ["offset", "op", "system_time", "event_time", "k", "n"]
+    assert "nope" in invalid(spark, sql("SELECT nope FROM a"))
 
 
 def test_errors_while_running_are_reported_not_raised(spark, tmp_path):
@@ -105,18 +118,13 @@ def test_errors_while_running_are_reported_not_raised(spark, tmp_path):
     coord = MiniCoordinator(spark, tmp_path, sql("SELECT event_time, k, 10 / x AS y FROM a"), [a])
     doc = coord.request({"a": 1})
     resp = coord.execute(doc)
-    assert isinstance(resp, tr.InvalidQuery) and "DIVIDE_BY_ZERO" in resp.message
+    assert resp.kind == "InvalidQuery" and "DIVIDE_BY_ZERO" in resp.message
     doc["content"]["transform"] = sql("SELECT event_time, k, uuid() AS id FROM a")
     resp = coord.execute(doc)
-    assert isinstance(resp, tr.InvalidQuery) and "uuid()" in resp.message
+    assert resp.kind == "InvalidQuery" and "uuid()" in resp.message
     doc["content"]["queryInputs"][0]["schemaFile"] = str(tmp_path / "missing.parquet")
     doc["content"]["queryInputs"][0]["dataPaths"] = []
     del doc["content"]["queryInputs"][0]["offsetInterval"]
     doc["extensions"] = {}  # else the schema would be read from the history slices
     resp = coord.execute(doc)
-    assert isinstance(resp, tr.InternalError) and "missing.parquet" in resp.message
-    resp_path = tmp_path / "resp.json"
-    (tmp_path / "bad.json").write_text("{not json")
-    tr.run_transform_file(spark, str(tmp_path / "bad.json"), str(resp_path))
-    value = json.loads(resp_path.read_text())["content"]["value"]
-    assert value["kind"] == "InternalError" and "not valid JSON" in value["message"]
+    assert resp.kind == "InternalError" and "missing.parquet" in resp.message

@@ -1,5 +1,6 @@
-"""Test harness for spark_jobs/transform.py: tiny input datasets written with pyarrow, a mini coordinator that
-drives transactions (chaining checkpoints and offsets), and pure-Python changelog reduction for references."""
+"""Test harness for spark_jobs.transform: tiny input datasets written with pyarrow, a mini coordinator that drives
+transactions (chaining checkpoints and offsets) with the spec's TransformRequest in its JSON form, and pure-Python
+changelog reduction for references."""
 from __future__ import annotations
 
 import datetime as dt
@@ -13,7 +14,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from odf_core.engine.protocol import InputHistory, OdfTransformRequest, OdfTransformResponse
+from odf_core.metadata import (
+    Timestamp,
+    TransformRequest,
+    TransformResponseInternalError,
+    TransformResponseInvalidQuery,
+    TransformResponseSuccess,
+)
+from odf_core.metadata.yaml_serde import from_data
 from spark_jobs import transform as tr
+from spark_jobs.transform.inputs import OP_APPEND, OP_CORRECT_FROM, OP_CORRECT_TO
 
 UTC = dt.timezone.utc
 BASE = dt.datetime(2024, 1, 1, tzinfo=UTC)
@@ -73,7 +84,7 @@ def write_slice(path: Path, spec: InputSpec, events: Sequence[Event], start: int
 
 def valid_cuts(events: Sequence[Event]) -> list[int]:
     """Positions where a slice may end: never between a -C and its +C."""
-    return [i for i in range(1, len(events) + 1) if events[i - 1].op != tr.OP_CORRECT_FROM]
+    return [i for i in range(1, len(events) + 1) if events[i - 1].op != OP_CORRECT_FROM]
 
 
 def epoch_ms(v: Any) -> Any:
@@ -86,9 +97,55 @@ def norm_row(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(epoch_ms(v) for v in values)
 
 
+def rfc3339(value: dt.datetime) -> str:
+    return str(Timestamp.from_datetime(value))
+
+
+@dataclass(frozen=True)
+class Resp:
+    """The engine's answer as these tests look at it."""
+
+    raw: OdfTransformResponse
+
+    @property
+    def kind(self) -> str:
+        return {TransformResponseSuccess: "Success", TransformResponseInvalidQuery: "InvalidQuery",
+                TransformResponseInternalError: "InternalError"}[type(self.raw.response)]
+
+    @property
+    def message(self) -> str:
+        return getattr(self.raw.response, "message", "")
+
+    @property
+    def new_offset_interval(self) -> Any:
+        return getattr(self.raw.response, "new_offset_interval", None)
+
+    @property
+    def new_watermark(self) -> dt.datetime | None:
+        wm = getattr(self.raw.response, "new_watermark", None)
+        return wm.to_datetime() if wm is not None else None
+
+    @property
+    def diagnostics(self) -> dict[str, Any]:
+        d = self.raw.diagnostics
+        if d is None:
+            return {}
+        return {"planClass": d.plan_class, "reason": d.reason,
+                "correctionKey": list(d.correction_key) if d.correction_key else None,
+                "outputRows": d.output_rows, "warnings": list(d.warnings or ())}
+
+
+def typed_request(doc: Mapping[str, Any]) -> OdfTransformRequest:
+    """The request manifest (spec JSON form, plus our ``extensions.inputs.<alias>.historyDataPaths``) -> typed."""
+    request = from_data(TransformRequest, json.loads(json.dumps(doc["content"])))
+    hist = (doc.get("extensions") or {}).get("inputs") or {}
+    return OdfTransformRequest(request=request, histories=tuple(
+        InputHistory(query_alias=alias, data_paths=tuple(h["historyDataPaths"])) for alias, h in hist.items()))
+
+
 @dataclass
 class ChainResult:
-    responses: list[tr.TransformResponse] = field(default_factory=list)
+    responses: list[Resp] = field(default_factory=list)
     slices: list[pa.Table] = field(default_factory=list)  # output slices, in order
     requests: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: list[str | None] = field(default_factory=list)
@@ -145,14 +202,14 @@ class MiniCoordinator:
                 entry["dataPaths"] = [str(path)]
             if self.watermarks and self.pos[s.alias] > 0:
                 seen = s.events[:self.pos[s.alias]]
-                entry["explicitWatermarks"] = [{"systemTime": tr.format_timestamp(system_time),
-                                                "eventTime": tr.format_timestamp(max(e.event_time for e in seen))}]
+                entry["explicitWatermarks"] = [{"systemTime": rfc3339(system_time),
+                                                "eventTime": rfc3339(max(e.event_time for e in seen))}]
             qinputs.append(entry)
             if self.use_history:
                 ext[s.alias] = {"historyDataPaths": list(self.history[s.alias])}
         content: dict[str, Any] = {
             "datasetId": "did:odf:fed01" + "ab" * 32, "datasetAlias": "out",
-            "systemTime": tr.format_timestamp(system_time),
+            "systemTime": rfc3339(system_time),
             "vocab": vocab_json(self.out_vocab),
             "transform": self.transform, "queryInputs": qinputs, "nextOffset": self.next_offset,
             "newCheckpointPath": str(self.root / f"ckpt.{self.txn}"), "newDataPath": str(self.root / f"out.{self.txn}"),
@@ -164,12 +221,12 @@ class MiniCoordinator:
             doc["extensions"] = {"inputs": ext}
         return doc
 
-    def execute(self, doc: Mapping[str, Any]) -> tr.TransformResponse:
-        return tr.execute_transform(self.spark, tr.parse_request(json.loads(json.dumps(doc))))
+    def execute(self, doc: Mapping[str, Any]) -> Resp:
+        return Resp(tr.execute_transform(self.spark, typed_request(doc)))
 
-    def commit(self, doc: Mapping[str, Any], resp: tr.TransformResponse) -> None:
+    def commit(self, doc: Mapping[str, Any], resp: Resp) -> None:
         """Accept a Success like the coordinator: advance offsets, keep the slice and checkpoint."""
-        assert isinstance(resp, tr.Success), resp
+        assert resp.kind == "Success", resp
         content = doc["content"]
         self.result.responses.append(resp)
         self.result.requests.append(dict(doc))
@@ -186,7 +243,7 @@ class MiniCoordinator:
         self.checkpoint = ckpt if Path(ckpt).exists() else self.checkpoint
         self.result.checkpoints.append(self.checkpoint)
 
-    def step(self, chunks: Mapping[str, int]) -> tr.TransformResponse:
+    def step(self, chunks: Mapping[str, int]) -> Resp:
         doc = self.request(chunks)
         resp = self.execute(doc)
         self.commit(doc, resp)
@@ -221,11 +278,11 @@ def reduce_output(rows: Sequence[Mapping[str, Any]]) -> Counter:
         assert r["offset"] == rows[0]["offset"] + i, "offsets must be consecutive"
         key = norm_row([v for k, v in r.items() if k not in SYSTEM_COLUMNS])
         op = r["op"]
-        if op == tr.OP_CORRECT_FROM:
-            assert i + 1 < len(rows) and rows[i + 1]["op"] == tr.OP_CORRECT_TO, f"-C at {i} not followed by +C"
-        if op == tr.OP_CORRECT_TO:
-            assert i > 0 and rows[i - 1]["op"] == tr.OP_CORRECT_FROM, f"+C at {i} not preceded by -C"
-        if op in (tr.OP_APPEND, tr.OP_CORRECT_TO):
+        if op == OP_CORRECT_FROM:
+            assert i + 1 < len(rows) and rows[i + 1]["op"] == OP_CORRECT_TO, f"-C at {i} not followed by +C"
+        if op == OP_CORRECT_TO:
+            assert i > 0 and rows[i - 1]["op"] == OP_CORRECT_FROM, f"+C at {i} not preceded by -C"
+        if op in (OP_APPEND, OP_CORRECT_TO):
             state[key] += 1
         else:
             assert state[key] > 0, f"row {r} removes a row that is not live"
@@ -237,7 +294,7 @@ def reduce_input(spec: InputSpec) -> list[tuple[int, Event]]:
     """(offset, event) of the live rows: a removal drops the oldest live equal row."""
     live: list[tuple[int, Event]] = []
     for off, e in enumerate(spec.events):
-        if e.op in (tr.OP_APPEND, tr.OP_CORRECT_TO):
+        if e.op in (OP_APPEND, OP_CORRECT_TO):
             live.append((off, e))
         else:
             idx = next(i for i, (_, l) in enumerate(live) if (l.event_time, l.data) == (e.event_time, e.data))

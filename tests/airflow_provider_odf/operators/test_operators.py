@@ -135,7 +135,7 @@ def test_on_kill_kills_the_whole_spark_process_group(monkeypatch, tmp_path):
 
     def run():
         try:
-            engine.run_job("job.py", [str(fifo)])
+            engine.run_job([str(fifo)])
         except BaseException as e:
             errors.append(e)
 
@@ -163,5 +163,5 @@ def test_a_kill_while_the_spark_job_is_starting_is_not_lost(monkeypatch, tmp_pat
     engine = op.engine()
     op.on_kill()
     with pytest.raises(EngineError, match="was not started: the engine was killed"):
-        engine.run_job("job.py", [])
+        engine.run_job([])
     assert not (tmp_path / "spark-submit.ran").exists()

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from odf_core.chain.integrity import verify_integrity
-from odf_core.engine import SparkEngine
+from odf_core.engine import LocalEngine
 from odf_core.errors import OdfError
 from odf_core.ingest import FetchError
 from odf_core.ingest import transaction as tx
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture
 def engine(spark):
-    return SparkEngine.with_session(spark)
+    return LocalEngine.with_session(spark)
 
 
 @pytest.fixture
@@ -136,9 +136,9 @@ def test_steps_resume_and_commit_is_idempotent(ws, engine, http_server):
     tx.fetch(ws, txn)
     tx.fetch(ws, txn)  # retried fetch overwrites its own staging only
     tx.prepare(ws, txn)
-    tx.read(ws, txn, engine, in_process=True)
-    tx.merge(ws, txn, engine, in_process=True)
-    tx.merge(ws, txn, engine, in_process=True)  # retried merge: same slice
+    tx.read(ws, txn, engine)
+    tx.merge(ws, txn, engine)
+    tx.merge(ws, txn, engine)  # retried merge: same slice
     first = tx.commit(ws, txn)
     second = tx.commit(ws, tx.IngestTransaction.from_ref(ws, txn.to_ref()))
     assert first == second and first.block_hash
@@ -151,7 +151,7 @@ def test_crash_inside_commit_then_retry_commits_once(ws, engine, http_server):
     txn = tx.begin(ws, "cities", txn_id="run-2")
     tx.fetch(ws, txn)
     tx.prepare(ws, txn)
-    tx.merge(ws, txn, engine, in_process=True, with_read=True)
+    tx.merge(ws, txn, engine, with_read=True)
     code = ("import sys; from odf_core.workspace import Workspace; from odf_core.ingest import transaction as tx; "
             "ws = Workspace.open(sys.argv[1]); tx.commit(ws, tx.IngestTransaction.load(sys.argv[2]))")
     for point in ("chain.after_block_write", "chain.after_head_update"):

@@ -11,7 +11,7 @@ import pytest
 
 from odf_core.chain.integrity import verify_integrity
 from odf_core.commit import commit_data, describe_slice
-from odf_core.engine import EngineError, SparkEngine
+from odf_core.engine import EngineError, LocalEngine, SubmitEngine
 from odf_core.errors import OdfError, SchemaEvolutionError
 from odf_core.metadata import (
     AddPushSource,
@@ -35,7 +35,7 @@ TS = pa.timestamp("ms", tz="UTC")
 
 @pytest.fixture
 def engine(spark):
-    return SparkEngine.with_session(spark)
+    return LocalEngine.with_session(spark)
 
 
 @pytest.fixture
@@ -229,10 +229,9 @@ def test_crash_after_engine_before_commit_then_retry_exactly_once(ws, engine, tm
     root = make_root(ws)
     add_rows(root, tmp_path, [("a", 1, 0), ("b", 2, 1)])
     d = derivative(ws, "d", "select max(event_time) as event_time, count(*) as n from root", "root")
-    code = ("import sys; from odf_core.workspace import Workspace; from odf_core.engine import SparkEngine; "
+    code = ("import sys; from odf_core.workspace import Workspace; from odf_core.engine import SubmitEngine; "
             "from odf_core.transform import run; "
-            "run(Workspace.open(sys.argv[1]), 'd', engine=SparkEngine(master='local[1]'), txn_id='t1', "
-            "in_process=False)")
+            "run(Workspace.open(sys.argv[1]), 'd', engine=SubmitEngine(master='local[1]'), txn_id='t1')")
     for point in ("commit.after_data_file", "chain.after_block_write"):
         r = subprocess.run([sys.executable, "-c", code, ws.store.root], env=crash_env(point),
                            capture_output=True, text=True, timeout=300)
@@ -251,10 +250,10 @@ def test_spark_submit_missing_and_timeout_kills_the_whole_group(ws, tmp_path):
     d = derivative(ws, "d", "select event_time, k from root", "root")
     head = d.chain.head()
     with pytest.raises(EngineError, match="not found"):
-        run(ws, "d", engine=SparkEngine(spark_submit="no-such-spark-submit"), in_process=False)
-    eng = SparkEngine(master="local[1]", timeout_s=3)
+        run(ws, "d", engine=SubmitEngine(spark_submit="no-such-spark-submit"))
+    eng = SubmitEngine(master="local[1]", timeout_s=3)
     with pytest.raises(EngineError, match="timed out"):
-        run(ws, "d", engine=eng, in_process=False)
+        run(ws, "d", engine=eng)
     assert d.chain.head() == head
-    leftover = subprocess.run(["pgrep", "-f", "spark_jobs/transform.py"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-f", "spark_jobs/submit.py"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", "orphaned Spark processes"

@@ -1,0 +1,36 @@
+"""Running the Spark engine: in this process, one spark-submit per request, or a long-lived engine over gRPC.
+
+All three take the typed requests of :mod:`odf_core.engine.protocol` and end in the same engine code
+(``spark_jobs.dispatch.handle``). Heavy imports (pyspark, grpc) happen only when an engine is used.
+"""
+from odf_core.engine.base import (  # noqa: F401
+    Engine,
+    EngineBusy,
+    EngineError,
+    EngineTimeout,
+    EngineUnavailable,
+    internal_error,
+    log_dir,
+    write_error_log,
+)
+from odf_core.engine.local import LocalEngine  # noqa: F401
+from odf_core.engine.submit import SubmitEngine  # noqa: F401
+
+
+def spark_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("pyspark")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+ENGINE_URL_ENV = "ODF_ENGINE_URL"
+
+
+def remote_engine(url: str, **kwargs):  # type: ignore[no-untyped-def]
+    """A client of ``odf engine serve`` at ``grpc://HOST:PORT``."""
+    from odf_core.engine.remote import RemoteEngine
+
+    return RemoteEngine(url, **kwargs)

@@ -1,0 +1,79 @@
+"""What every way of running the Spark engine offers the coordinator, and the errors it raises."""
+from __future__ import annotations
+
+import abc
+import os
+import re
+import time
+from pathlib import Path
+
+from odf_core.engine.protocol import EngineRequest, EngineResponse
+from odf_core.errors import OdfError
+
+
+class EngineError(OdfError):
+    """The engine could not run or failed (not installed, crashed, killed, timed out, an internal error)."""
+
+
+class EngineTimeout(EngineError):
+    pass
+
+
+class EngineBusy(EngineError):
+    """A long-lived engine refused the request: its queue is full. Retrying later is safe."""
+
+
+class EngineUnavailable(EngineError):
+    """No engine answers at the configured address (not started, restarted, or killed mid-request)."""
+
+
+def log_dir() -> Path:
+    """Where engine and CLI failures leave their full traces: ``$ODF_LOG_DIR`` or ``~/.cache/odf/logs``."""
+    return Path(os.environ.get("ODF_LOG_DIR") or Path.home() / ".cache" / "odf" / "logs")
+
+
+def write_error_log(what: str, text: str) -> Path | None:
+    """Keep a trace (Python and Java) in a file of its own; the user's console gets one line naming it."""
+    try:
+        d = log_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", what).strip("-")[:60] or "error"
+        path = d / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{slug}.log"
+        path.write_text(text, encoding="utf-8")
+        return path
+    except OSError:
+        return None
+
+
+def internal_error(what: str, message: str, error_class: str | None = None, backtrace: str | None = None
+                   ) -> EngineError:
+    """One line for the user: what failed, Spark's error class, the message, and where the trace is."""
+    head = f"{what} failed" + (f" [{error_class}]" if error_class and error_class not in message else "")
+    text = f"{head}: {message}"
+    if backtrace:
+        path = write_error_log(what, f"{text}\n\n{backtrace}")
+        if path is not None:
+            text += f" (trace in {path})"
+    return EngineError(text)
+
+
+class Engine(abc.ABC):
+    """Runs engine requests: in this process, with one spark-submit per request, or on a long-lived engine."""
+
+    #: A long-lived engine keeps an ingest's read rows for its merge request (see ``IngestRequest.keep_read_as``).
+    keeps_reads: bool = False
+
+    @abc.abstractmethod
+    def execute(self, request: EngineRequest, *, what: str = "engine request") -> EngineResponse:
+        """Run one request; failures of the engine itself raise :class:`EngineError`, everything the request's
+        content causes comes back as a response."""
+
+    def kill(self) -> None:
+        """Stop the running request (Airflow's ``on_kill``); no request starts on this engine afterwards."""
+
+    def close(self) -> None:
+        """Release what the engine holds (a Spark session, a channel)."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """For logs: where requests run."""

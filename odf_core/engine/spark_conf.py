@@ -1,0 +1,23 @@
+"""The Spark settings every ODF engine path runs with: one list, used by spark-submit, in-process sessions, the
+long-lived engine and the tests.
+
+ANSI mode makes bad casts errors instead of nulls; UTC and millisecond timestamps make slices byte-identical wherever
+they are computed; SQL over files is off so a query can only read its inputs.
+"""
+from __future__ import annotations
+
+#: Session-level SQL settings: applied to every request's own session, so a shared driver never leaks one request's
+#: settings into another's.
+SQL_CONF: dict[str, str] = {
+    "spark.sql.ansi.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
+    "spark.sql.runSQLOnFiles": "false",
+}
+
+#: Driver-level settings for the processes we start (spark-submit, in-process sessions, the engine server).
+DRIVER_CONF: dict[str, str] = {
+    **SQL_CONF,
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}

@@ -1,0 +1,144 @@
+"""Errors of the engine and how a Spark failure is classified: the user's to fix, or the engine's.
+
+Classification reads Spark's structured error information (``getCondition()``, ``getSqlState()``,
+``getMessageParameters()`` of every ``SparkThrowable`` in the cause chain), never the message text: the innermost
+Spark error decides. SQLSTATE classes 22 (data exception), 42 (syntax or access rule), 0A (feature not supported),
+KD (data source: an unreadable input file) and P0 (raised by the query) are the user's; anything else is internal.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from odf_core.engine.protocol import EngineInternalError
+
+USER_SQLSTATE_CLASSES = ("22", "42", "0A", "KD", "P0")
+#: ``raise_error`` messages starting with this are the engine's own checks, e.g. a duplicate Snapshot key.
+ENGINE_CHECK_PREFIX = "ODF_CHECK:"
+
+
+class InvalidInput(Exception):
+    """Bad data or a read/merge setting that does not fit it: reported to the user with file and line."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 record: int | None = None):
+        super().__init__(message)
+        self.message, self.file, self.line, self.record = message, file, line, record
+
+
+class InvalidQuery(Exception):
+    """The query (or its output) breaks the engine contract."""
+
+
+class EngineFailure(Exception):
+    """A coordinator bug or an unusable checkpoint: an internal error with a clear message, no user fault."""
+
+
+@dataclass(frozen=True)
+class SparkError:
+    """One ``SparkThrowable`` of a failure's cause chain."""
+
+    condition: str
+    sql_state: str | None
+    params: dict[str, str] = field(default_factory=dict)
+    message: str = ""  # Spark's message without the SQLSTATE suffix, first line
+
+
+def _java_throwable(exc: BaseException) -> Any:
+    java = getattr(exc, "java_exception", None)  # Py4JJavaError (failed jobs)
+    return java if java is not None else getattr(exc, "_origin", None)  # CapturedException
+
+
+def _clean(message: str | None) -> str:
+    text = (message or "").strip().splitlines()[0] if message and message.strip() else ""
+    head, sep, _ = text.partition(" SQLSTATE:")
+    return (head if sep else text).strip().rstrip(";").strip()
+
+
+def spark_errors(exc: BaseException) -> list[SparkError]:
+    """The Spark errors of ``exc``'s cause chain, outermost first (empty when it did not come from Spark)."""
+    found: list[SparkError] = []
+    throwable = _java_throwable(exc)
+    seen = 0
+    while throwable is not None and seen < 20:
+        seen += 1
+        try:
+            condition = throwable.getCondition()
+        except Exception:  # not a SparkThrowable (py4j: no such method)
+            condition = None
+        if condition:
+            try:
+                params = {str(k): str(v) for k, v in dict(throwable.getMessageParameters()).items()}
+            except Exception:
+                params = {}
+            try:
+                state = throwable.getSqlState()
+            except Exception:
+                state = None
+            found.append(SparkError(str(condition), str(state) if state else None, params,
+                                    _clean(throwable.getMessage())))
+        try:
+            throwable = throwable.getCause()
+        except Exception:
+            break
+    if not found and hasattr(exc, "getCondition"):  # a Python-side PySparkException
+        condition = exc.getCondition()  # type: ignore[attr-defined]
+        if condition:
+            found.append(SparkError(condition, exc.getSqlState(),  # type: ignore[attr-defined]
+                                    dict(exc.getMessageParameters() or {}),  # type: ignore[attr-defined]
+                                    _clean(str(exc))))
+    return found
+
+
+def innermost(exc: BaseException) -> SparkError | None:
+    errors = spark_errors(exc)
+    return errors[-1] if errors else None
+
+
+def is_user_error(exc: BaseException) -> bool:
+    err = innermost(exc)
+    return err is not None and (err.sql_state or "").startswith(USER_SQLSTATE_CLASSES)
+
+
+def engine_check(exc: BaseException) -> str | None:
+    """The message of one of the engine's own ``raise_error`` checks, if that is what failed."""
+    for err in spark_errors(exc):
+        if err.condition == "USER_RAISED_EXCEPTION":
+            text = err.params.get("errorMessage", "")
+            if text.startswith(ENGINE_CHECK_PREFIX):
+                return text[len(ENGINE_CHECK_PREFIX):]
+    return None
+
+
+def failed_file(exc: BaseException) -> str | None:
+    """The input file Spark names when reading it failed (``FAILED_READ_FILE``), as a local path."""
+    from urllib.parse import unquote
+
+    for err in spark_errors(exc):
+        if err.condition.startswith("FAILED_READ_FILE") and err.params.get("path"):
+            path = unquote(err.params["path"])
+            for prefix in ("file://", "file:"):
+                if path.startswith(prefix):
+                    return path[len(prefix):]
+            return path
+    return None
+
+
+def user_message(exc: BaseException) -> str:
+    """What the user reads: the innermost Spark error that is not a mere wrapper, with its condition."""
+    errors = [e for e in spark_errors(exc) if not e.condition.startswith("FAILED_READ_FILE")]
+    if errors:
+        err = errors[-1]
+        text = err.message
+        if not text.startswith("["):
+            text = f"[{err.condition}] {text}"
+        return text
+    return _clean(str(exc)) or type(exc).__name__
+
+
+def internal_error(exc: BaseException) -> EngineInternalError:
+    err = innermost(exc)
+    message = user_message(exc) if err is not None else f"{type(exc).__name__}: {_clean(str(exc))}"
+    return EngineInternalError(message=message, error_class=err.condition if err else None,
+                               backtrace="".join(traceback.format_exception(exc)))

@@ -1,0 +1,255 @@
+"""The merge phase: the read rows merged into the next data slice by the source's ``MergeStrategy``.
+
+One module per strategy (:mod:`.append`, :mod:`.ledger`, :mod:`.snapshot`), each with two plans:
+
+* the **collect plan**, while the parsed input (plus the seen keys or the state) fits ``DRIVER_MERGE_BYTES`` (env
+  ``ODF_INGEST_DRIVER_MERGE_BYTES``, default 512 MiB) and has no nested types: Spark parses in parallel and ships the
+  rows to the driver as Arrow; pyarrow sorts them by event time only if needed, decides what Ledger keeps or what
+  Snapshot emits, and writes the slice and checkpoint once;
+* the **Spark plan** beyond that: Spark writes part files in parallel (and does the Ledger and Snapshot work itself:
+  in one partition up to ``SMALL_MERGE_BYTES``, no shuffles; else in parallel) and the driver concatenates them in
+  one streaming pass.
+
+Offsets are consecutive from ``prev_offset + 1``: Append and Ledger rows in event-time order (nulls first, ties in
+input order), Snapshot rows by primary key then op.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from odf_core.engine.protocol import MergeOutcome, MergePhase
+from odf_core.metadata import DatasetVocabulary, Timestamp
+from spark_jobs.columns import col, is_timestamp, normalize_timestamps, type_ddl
+from spark_jobs.errors import InvalidInput
+from spark_jobs.ingest.checkpoint import primary_key, strategy_kind
+from spark_jobs.ingest.read import ET_FILLED, HIDDEN
+from spark_jobs.ingest.readers import WorkDir
+from spark_jobs.ingest.slices import SliceStats, check_evolution, slice_schema
+from spark_jobs.parquet_files import load_parquet, ms_utc, parts_sorted_by, tables_sorted_by, write_parts
+
+# Up to this many bytes (uncompressed keys for Ledger; input + state files for Snapshot) the merge decision runs on
+# the driver: one hash pass in pyarrow instead of Spark shuffles; 0 always uses the Spark plans.
+DRIVER_MERGE_BYTES = int(os.environ.get("ODF_INGEST_DRIVER_MERGE_BYTES", str(512 << 20)))
+# Up to this much parquet input (new rows + state) the Spark plan runs in one partition: no shuffles, no sampling.
+SMALL_MERGE_BYTES = 32 << 20
+_FLAT_SPARK_TYPES = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType,
+                     StringType, BinaryType, DateType, TimestampType, TimestampNTZType)
+
+
+@dataclass
+class MergeInput:
+    df: DataFrame  # event time + data columns, optionally __odf_row_id (input order) and __odf_event_time_...
+    size_bytes: int | None = None  # parquet bytes behind df, when it is staged parquet (small merges: 1 partition)
+    normalized: bool = False  # timestamps already TIMESTAMP(ms): the read phase did it
+    source_bytes: int | None = None  # bytes of the files df is read from (decides the collect plan)
+    rows_read: int | None = None  # set by the merge when it learns how many rows the input has
+    arrow: Any = None  # the rows already on the driver (a long-lived engine kept them from the read request)
+
+
+@dataclass
+class MergeContext:
+    """Everything a strategy needs: the session, the request, the scratch directory and the data columns."""
+
+    spark: SparkSession
+    phase: MergePhase
+    vocab: DatasetVocabulary
+    work: WorkDir
+    cols: list[str]  # event time first, then the data columns
+
+    @property
+    def pk(self) -> list[str]:
+        return list(primary_key(self.phase.strategy))
+
+    @property
+    def offset_start(self) -> int:
+        return self.phase.prev_offset + 1 if self.phase.prev_offset is not None else 0
+
+    @property
+    def system_time_ms(self) -> int:
+        return self.phase.system_time.millis
+
+
+def require_columns(names: Sequence[str], available: Sequence[str], what: str) -> None:
+    for name in names:
+        if name not in available:
+            raise InvalidInput(f"{what} column '{name}' is not in the data (available columns:"
+                               f" {[c for c in available if c not in HIDDEN]})")
+
+
+def null_safe_join_cond(left: Sequence[Any], right: Sequence[Any]) -> Any:
+    return functools.reduce(operator.and_, [a.eqNullSafe(b) for a, b in zip(left, right)])
+
+
+def duplicate_key(df: DataFrame, pk: Sequence[str]) -> str | None:
+    """JSON of one primary key that occurs more than once in ``df`` (nulls equal), or None.
+
+    One hash aggregation over the key columns only: on a large input much cheaper than a window over every row.
+    """
+    keys = [col(k) for k in pk]
+    found = (df.groupBy(*keys).agg(F.count(F.lit(1)).alias("__odf_n")).where(F.col("__odf_n") > 1)
+             .select(F.to_json(F.struct(*keys)).alias("key")).limit(1).collect())
+    return found[0]["key"] if found else None
+
+
+def is_small(size_bytes: int | None) -> bool:
+    """Small merges run in one partition: it satisfies every distribution Spark needs, so no exchange is planned."""
+    return size_bytes is not None and size_bytes <= SMALL_MERGE_BYTES
+
+
+def one_partition(df: DataFrame | None, small: bool) -> DataFrame | None:
+    return df.coalesce(1) if small and df is not None else df
+
+
+def flat_types(schema: StructType, names: Iterable[str]) -> bool:
+    """Whether the columns have types pyarrow compares and sorts exactly as Spark does (no nested types)."""
+    return all(isinstance(schema[n].dataType, _FLAT_SPARK_TYPES) for n in names)
+
+
+def collect_plan_fits(inp: MergeInput, schema: StructType, cols: Sequence[str], extra_bytes: int = 0) -> bool:
+    """Whether the merge can hold the parsed input (and ``extra_bytes`` of keys or state) on the driver."""
+    if inp.arrow is not None:
+        return flat_types(schema, cols)
+    size = inp.source_bytes if inp.source_bytes is not None else inp.size_bytes
+    return size is not None and size + extra_bytes <= DRIVER_MERGE_BYTES and flat_types(schema, cols)
+
+
+def collect_input(inp: MergeInput, cols: list[str], with_filled: bool = False) -> tuple[Any, Any]:
+    """The parsed input on the driver as Arrow, timestamps as timestamp(ms, UTC); and the filled-event-time flags."""
+    import pyarrow as pa
+
+    from spark_jobs.ingest.keys import normalized_table
+
+    if inp.arrow is not None:
+        raw = inp.arrow
+        if with_filled and ET_FILLED not in raw.column_names:
+            raw = raw.append_column(ET_FILLED, pa.repeat(pa.scalar(False), raw.num_rows))
+        raw = raw.select(cols + ([ET_FILLED] if with_filled else []))
+    else:
+        extra = []
+        if with_filled:
+            extra = [(F.col(ET_FILLED) if ET_FILLED in inp.df.columns else F.lit(False)).alias(ET_FILLED)]
+        raw = inp.df.select(*[col(c) for c in cols], *extra).toArrow()
+    inp.rows_read = raw.num_rows
+    fields = [pa.field(f.name, ms_utc(f.type)) for f in raw.schema if f.name != ET_FILLED]
+    filled = raw.column(ET_FILLED).combine_chunks() if with_filled else None
+    return normalized_table(raw, fields), filled
+
+
+def in_event_time_order(table: Any, vocab: DatasetVocabulary) -> Any:
+    """``table`` sorted by event time, nulls first, ties in input order (Arrow's sort is stable); as is if sorted."""
+    import pyarrow.compute as pc
+
+    if tables_sorted_by([table.select([vocab.event_time])], vocab.event_time):
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=[(vocab.event_time, "ascending", "at_start")]))
+
+
+def write_in_event_time_order(ctx: MergeContext, frame: DataFrame, name: str) -> list[str]:
+    """Part files holding ``frame``'s rows sorted by event time (nulls first, ties in input order).
+
+    Written as they come and re-sorted only when they are not already in order (checked on one column with pyarrow):
+    data usually arrives in event-time order, and a global sort costs as much as the whole write.
+    """
+    parts = write_parts(frame, ctx.work.path(name))
+    if parts_sorted_by(parts, ctx.vocab.event_time):
+        return parts
+    # Stable re-sort: ties keep the order of the part files and of the rows inside them.
+    staged = load_parquet(ctx.spark, os.path.dirname(parts[0]), parts[0])
+    resorted = (staged.select("*", F.col("_metadata.file_name").alias("__f"),
+                              F.col("_metadata.row_index").alias("__i"))
+                .sort(col(ctx.vocab.event_time).asc_nulls_first(), F.col("__f"), F.col("__i"))
+                .drop("__f", "__i"))
+    return write_parts(resorted, ctx.work.path(f"{name}-sorted"))
+
+
+def read_history(ctx: MergeContext) -> DataFrame:
+    paths = list(ctx.phase.prev_data_paths or ())
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise InvalidInput(f"a previous data slice is missing: {missing[0]}")
+    return ctx.spark.read.option("mergeSchema", "true").parquet(*paths)
+
+
+def prepare_merge_input(df: DataFrame, vocab: DatasetVocabulary, phase: MergePhase,
+                        normalized: bool = False) -> tuple[DataFrame, list[str]]:
+    """Validate system/key columns; returns df with columns [event_time, data...(, hidden)] and the data names."""
+    cols = [c for c in df.columns if c not in HIDDEN]
+    clash = [c for c in vocab.system_columns if c in cols]
+    if clash:
+        raise InvalidInput(f"the data must not contain the system column(s) {clash}; they are added by the ingest")
+    if vocab.event_time not in cols:
+        raise InvalidInput(f"the data has no event-time column '{vocab.event_time}' (columns: {cols})")
+    et_type = df.schema[vocab.event_time].dataType
+    if not (is_timestamp(et_type) or isinstance(et_type, DateType)):
+        raise InvalidInput(f"event-time column '{vocab.event_time}' has type {type_ddl(et_type)}; it must be"
+                           f" TIMESTAMP or DATE")
+    require_columns(primary_key(phase.strategy), cols, "primary key")
+    require_columns(getattr(phase.strategy, "compare_columns", None) or (), cols, "compare")
+    data = [vocab.event_time] + [c for c in cols if c != vocab.event_time]
+    extra = [c for c in HIDDEN if c in df.columns]
+    df = df.select(*[col(c) for c in data + extra])
+    return (df if normalized else normalize_timestamps(df)), data
+
+
+def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: DatasetVocabulary,
+              work: WorkDir) -> MergeOutcome:
+    """Merge the new rows into a slice file (and checkpoint) with the phase's strategy."""
+    from spark_jobs.ingest.merge import append, ledger, snapshot
+
+    df, cols = prepare_merge_input(inp.df, vocab, phase, inp.normalized)
+    inp.df, inp.normalized = df, True
+    # Before any data is read: the new columns against the dataset's schema, by the chain's own rule.
+    check_evolution(phase.prev_schema, slice_schema(vocab, list(to_arrow_schema(
+        StructType([df.schema[c] for c in cols]), timezone="UTC"))))
+    ctx = MergeContext(spark, phase, vocab, work, cols)
+    kind = strategy_kind(phase.strategy)
+    strategy = {"Append": append.merge, "Ledger": ledger.merge, "Snapshot": snapshot.merge}[kind]
+    stats: SliceStats = strategy(ctx, inp)
+    start = ctx.offset_start
+    return MergeOutcome(
+        num_records=stats.num_records,
+        offset_interval=_interval(start, stats.num_records),
+        max_event_time=_event_time(stats.max_event_time),
+        checkpoint_written=stats.checkpoint_written)
+
+
+def _interval(start: int, n: int) -> Any:
+    from odf_core.metadata import OffsetInterval
+
+    return OffsetInterval(start=start, end=start + n - 1) if n else None
+
+
+def _event_time(value: Any) -> Timestamp | None:
+    from datetime import date, datetime, timezone
+
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return Timestamp.from_datetime(value if value.tzinfo else value.replace(tzinfo=timezone.utc))
+    if isinstance(value, date):
+        return Timestamp.from_datetime(datetime(value.year, value.month, value.day, tzinfo=timezone.utc))
+    raise TypeError(f"unexpected event time {value!r}")

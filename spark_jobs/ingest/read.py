@@ -1,0 +1,104 @@
+"""The read phase: every prepared file read, preprocessed and given its event time, unioned by column name.
+
+Per input file the read step runs, then the preprocess query (over a temp view named ``input``; aliased steps become
+views of their own, the step without alias is the result), then the event time is filled in from the source's time
+where the data has none. The hidden boolean column ``__odf_event_time_from_source`` remembers where that happened:
+Snapshot must not count a filled-in time as a change of the row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DateType
+
+from odf_core.engine.protocol import ReadPhase
+from odf_core.metadata import DatasetVocabulary, TransformSql
+from spark_jobs.columns import col, is_timestamp, normalize_timestamps, type_ddl
+from spark_jobs.errors import InvalidInput, is_user_error, user_message
+from spark_jobs.ingest.readers import SourceInfo, WorkDir, read_input
+
+ET_FILLED = "__odf_event_time_from_source"
+ROW_ID = "__odf_row_id"
+HIDDEN = (ROW_ID, ET_FILLED)
+
+
+@dataclass
+class ReadFrame:
+    df: DataFrame  # event time + data columns (+ hidden columns), lazy
+    sources: list[SourceInfo]
+
+    @property
+    def columns(self) -> list[str]:
+        return [c for c in self.df.columns if c not in HIDDEN]
+
+
+def apply_preprocess(spark: SparkSession, df: DataFrame, transform: TransformSql, file: str) -> DataFrame:
+    """Run the SQL steps over a temp view ``input``; views are dropped afterwards (the plan keeps them)."""
+    if transform.engine.lower() != "spark":
+        raise InvalidInput(f"preprocess engine {transform.engine!r} is not supported by the Spark engine; use "
+                           "engine 'spark'")
+    steps = transform.steps()
+    if sum(1 for s in steps if not s.alias) != 1:
+        raise InvalidInput("preprocess: exactly one query step must have no alias (it is the result)")
+    created = ["input"]
+    df.createOrReplaceTempView("input")
+    result = None
+    try:
+        for i, step in enumerate(steps, 1):
+            try:
+                out = spark.sql(step.query)
+            except Exception as e:
+                if not is_user_error(e):
+                    raise
+                raise InvalidInput(f"preprocess query {i} failed for {file}: {user_message(e)}", file=file) from None
+            if step.alias:
+                out.createOrReplaceTempView(step.alias)
+                created.append(step.alias)
+            else:
+                result = out
+    finally:
+        for view in created:
+            spark.catalog.dropTempView(view)
+    assert result is not None
+    return result
+
+
+def apply_event_time(df: DataFrame, column: str, fallback_ms: int | None, file: str) -> DataFrame:
+    """Add the event-time column from the source time, or fill its nulls from it (see the module docstring)."""
+    fallback = F.timestamp_millis(F.lit(fallback_ms)) if fallback_ms is not None else None
+    if column not in df.columns:
+        if fallback is None:
+            raise InvalidInput(f"{file}: the data has no event-time column '{column}' and the source gave no event"
+                               f" time (columns: {df.columns})", file=file)
+        return df.select(fallback.alias(column), *[col(c) for c in df.columns], F.lit(True).alias(ET_FILLED))
+    dt = df.schema[column].dataType
+    if not (is_timestamp(dt) or isinstance(dt, DateType)):
+        raise InvalidInput(f"{file}: event-time column '{column}' has type {type_ddl(dt)}; declare it as TIMESTAMP"
+                           f" or DATE in the read schema or convert it in the preprocess query", file=file)
+    if fallback is None:
+        return df.withColumn(ET_FILLED, F.lit(False))
+    fill = F.to_date(fallback) if isinstance(dt, DateType) else fallback
+    return df.withColumn(ET_FILLED, col(column).isNull()).withColumn(column, F.coalesce(col(column), fill))
+
+
+def build_read_frame(spark: SparkSession, phase: ReadPhase, vocab: DatasetVocabulary, work: WorkDir) -> ReadFrame:
+    """All inputs read, preprocessed and event-timed (lazily), unioned by name in input order."""
+    frames, sources = [], []
+    for inp in phase.inputs:
+        df, src = read_input(spark, phase.read_step, inp, work)
+        sources.append(src)
+        if phase.preprocess is not None:
+            df = apply_preprocess(spark, df, phase.preprocess, inp.display_name)
+        df = normalize_timestamps(df)
+        fallback = inp.event_time.millis if inp.event_time is not None else None
+        frames.append(apply_event_time(df, vocab.event_time, fallback, inp.display_name))
+    result = frames[0]
+    for df, src in zip(frames[1:], sources[1:]):
+        if sorted(df.columns) != sorted(result.columns):
+            raise InvalidInput(f"{src.display_path} has columns {df.columns} but {sources[0].display_path} has"
+                               f" {result.columns}; all inputs of one ingest must have the same columns",
+                               file=src.display_path)
+        result = result.unionByName(df)
+    return ReadFrame(result, sources)

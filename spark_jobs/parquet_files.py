@@ -1,0 +1,218 @@
+"""Parquet files on the driver: Spark's part files, our single-file outputs, and reading them back cheaply.
+
+ODF stores one parquet file per data slice and checkpoint. Spark writes directories of part files in parallel; the
+driver turns them into one file with pyarrow (streaming, atomically: temp file + rename). Files we write carry
+Spark's own schema in their metadata, so reading them back needs no schema-inference job.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import uuid
+from typing import Any, Iterable, Iterator, Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+SPARK_SCHEMA_META_KEY = b"org.apache.spark.sql.parquet.row.metadata"
+ROW_GROUP_ROWS = 1 << 20
+BATCH_ROWS = 1 << 17
+
+
+def local_path(path: str) -> str:
+    """Engine outputs and inputs are paths the driver can open (local disk or a shared mount)."""
+    for prefix in ("file://", "file:"):
+        if path.startswith(prefix):
+            return path[len(prefix):]
+    return path
+
+
+def write_parts(df: DataFrame, directory: str) -> list[str]:
+    """Let Spark write in parallel; the part files, in name order, hold the rows in the DataFrame's order."""
+    df.write.mode("overwrite").parquet(directory)
+    return list_parts(directory)
+
+
+def list_parts(directory: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(directory, "part-*.parquet")))
+
+
+def write_single_parquet(df: DataFrame, path: str, sort: Sequence[Column] = ()) -> None:
+    """Write ``df`` as exactly one parquet file at ``path`` with Spark (one partition, the part file moved)."""
+    target = local_path(path)
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+    try:
+        out = df.coalesce(1)
+        if sort:
+            out = out.sortWithinPartitions(*sort)
+        out.write.mode("overwrite").parquet(tmp)
+        parts = list_parts(tmp)
+        if len(parts) != 1:
+            raise RuntimeError(f"expected one parquet part file in {tmp}, found {parts}")
+        os.replace(parts[0], target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def spark_schema_json(file: str) -> dict[str, Any] | None:
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(file).metadata or {}
+        return json.loads(meta[SPARK_SCHEMA_META_KEY]) if SPARK_SCHEMA_META_KEY in meta else None
+    except Exception:
+        return None
+
+
+def load_parquet(spark: SparkSession, path: str, sample_file: str | None = None) -> DataFrame:
+    """``spark.read.parquet`` minus the schema-inference job when the file records its Spark schema (ours do)."""
+    schema = spark_schema_json(sample_file or path)
+    reader = spark.read.schema(StructType.fromJson(schema)) if schema else spark.read
+    return reader.parquet(path)
+
+
+def spark_fields_of_file(part_file: str) -> dict[str, Any]:
+    """Spark's JSON field descriptions by column name, from a Spark-written file ({} when it has none)."""
+    schema = spark_schema_json(part_file)
+    return {f["name"]: f for f in schema["fields"]} if schema else {}
+
+
+def spark_fields_of_schema(schema: StructType) -> dict[str, Any]:
+    return {f["name"]: f for f in json.loads(schema.json())["fields"]}
+
+
+def spark_schema_meta(spark_fields: dict[str, Any], names: Sequence[str]) -> dict[bytes, bytes]:
+    """Spark schema metadata for a file of the given columns, so Spark reads it back without an inference job."""
+    if not all(n in spark_fields for n in names):
+        return {}
+    return {SPARK_SCHEMA_META_KEY: json.dumps({"type": "struct",
+                                               "fields": [spark_fields[n] for n in names]}).encode()}
+
+
+def iter_tables(files: Sequence[str], columns: Sequence[str] | None = None) -> Iterator[Any]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in files:
+        pf = pq.ParquetFile(path)
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=list(columns) if columns else None):
+            yield pa.Table.from_batches([batch])
+
+
+def cast(column: Any, arrow_type: Any) -> Any:
+    return column if column.type == arrow_type else column.cast(arrow_type)
+
+
+def ms_utc(t: Any) -> Any:
+    """Arrow type with every timestamp as timestamp(ms, UTC): how slices store time."""
+    import pyarrow as pa
+
+    return pa.timestamp("ms", tz="UTC") if pa.types.is_timestamp(t) else t
+
+
+def count_rows(files: Sequence[str]) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
+def file_bytes(paths: Iterable[str]) -> int:
+    return sum(os.path.getsize(p) for p in paths)
+
+
+def uncompressed_bytes(path: str, names: Sequence[str]) -> int:
+    """In-memory size estimate of some top-level columns of a parquet file, from its footer."""
+    import pyarrow.parquet as pq
+
+    md, wanted, total = pq.ParquetFile(path).metadata, set(names), 0
+    for g in range(md.num_row_groups):
+        group = md.row_group(g)
+        for j in range(group.num_columns):
+            c = group.column(j)
+            if c.path_in_schema.split(".")[0] in wanted:
+                total += c.total_uncompressed_size
+    return total
+
+
+class BufferedParquetWriter:
+    """Collects small tables into ~1M-row row groups and writes them atomically (temp file + rename)."""
+
+    def __init__(self, path: str, schema: Any, dictionary_columns: Sequence[str] = ()):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.path, self.schema = path, schema
+        self.tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        # Dictionary-encode text and the given low-cardinality columns only: trying it on high-cardinality numbers
+        # costs CPU for nothing (the writer falls back to plain encoding).
+        dictionary = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+                      or pa.types.is_binary(f.type) or f.name in dictionary_columns]
+        self._writer = pq.ParquetWriter(self.tmp, schema, use_dictionary=dictionary)
+        self._buf: list[Any] = []
+        self._buf_rows = 0
+        self.rows = 0
+
+    def write(self, table: Any) -> None:
+        if table.num_rows == 0:
+            return
+        self._buf.append(table)
+        self._buf_rows += table.num_rows
+        self.rows += table.num_rows
+        if self._buf_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._buf:
+            self._writer.write_table(pa.concat_tables(self._buf), row_group_size=ROW_GROUP_ROWS)
+            self._buf, self._buf_rows = [], 0
+
+    def commit(self) -> None:
+        self._flush()
+        self._writer.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            if os.path.exists(self.tmp):
+                os.remove(self.tmp)
+
+
+def tables_sorted_by(tables: Iterable[Any], column: str) -> bool:
+    """Whether the concatenated tables are ordered by ``column`` ascending with nulls first."""
+    import pyarrow.compute as pc
+
+    seen_value, last = False, None
+    for t in tables:
+        arr = t.column(0).combine_chunks()
+        if len(arr) == 0:
+            continue
+        nulls = arr.null_count
+        if nulls:
+            if seen_value:
+                return False
+            first_valid = pc.index(pc.is_valid(arr), True).as_py()
+            if first_valid == -1:
+                continue
+            if first_valid != nulls:
+                return False
+            arr = arr.slice(nulls)
+        if last is not None and pc.less(arr[0], last).as_py():
+            return False
+        if len(arr) > 1 and not pc.all(pc.greater_equal(arr.slice(1), arr.slice(0, len(arr) - 1))).as_py():
+            return False
+        last, seen_value = arr[len(arr) - 1], True
+    return True
+
+
+def parts_sorted_by(part_files: Sequence[str], column: str) -> bool:
+    """Whether the concatenated parts are ordered by ``column`` (cheap: one column is read)."""
+    return tables_sorted_by(iter_tables(part_files, [column]), column)

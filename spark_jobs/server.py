@@ -1,0 +1,286 @@
+"""The long-lived engine: one Spark driver serving every request over gRPC (``odf engine serve`` starts it with
+spark-submit, so it runs wherever the one-shot jobs run: local, standalone, YARN, Kubernetes client mode).
+
+Services and messages: :mod:`odf_core.engine.wire`. Each request runs in its own thread, Spark session and job
+group; at most ``--max-concurrency`` run at once and as many more wait, beyond that a call is refused at once with
+RESOURCE_EXHAUSTED ("engine busy"). A client that cancels or disconnects (an Airflow task killed) cancels its
+request's Spark jobs, and the request's outputs are removed. SIGTERM stops accepting calls, lets running requests
+finish for ``--drain-s`` seconds, cancels the rest, removes their outputs and stops Spark. Ready = accepting TCP.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+log = logging.getLogger("odf.engine.server")
+
+
+@dataclass
+class Running:
+    group: str
+    what: str
+    outputs: tuple[str, ...]
+    cancelled: bool = False
+    done: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+
+def outputs_of(request: Any) -> tuple[str, ...]:
+    """Files a request may leave behind; removed when it is cancelled or aborted (never after it answered)."""
+    from odf_core.engine.protocol import IngestRequest, OdfTransformRequest
+    from odf_core.metadata import RawQueryRequest, TransformRequest
+
+    paths: list[str | None] = []
+    if isinstance(request, IngestRequest):
+        if request.read is not None:
+            paths.append(request.read.output_path)
+        if request.merge is not None:
+            paths += [request.merge.output_path, request.merge.new_checkpoint_path]
+        if request.keep_read_as:
+            paths.append(os.path.join(request.work_dir, "read.parquet"))
+    elif isinstance(request, (OdfTransformRequest, TransformRequest)):
+        req = request.request if isinstance(request, OdfTransformRequest) else request
+        paths += [req.new_data_path, req.new_checkpoint_path]
+    elif isinstance(request, RawQueryRequest):
+        paths.append(request.output_data_path)
+    return tuple(p for p in paths if p)
+
+
+def describe(request: Any) -> str:
+    from odf_core.engine.protocol import IngestRequest, OdfTransformRequest
+
+    if isinstance(request, IngestRequest):
+        phases = "+".join(p for p, v in (("read", request.read), ("merge", request.merge)) if v is not None)
+        return f"ingest {phases} of {request.dataset}"
+    if isinstance(request, OdfTransformRequest):
+        return f"transform of {request.request.dataset_alias}"
+    return type(request).__name__
+
+
+class EngineServer:
+    def __init__(self, spark: Any, host: str, port: int, max_concurrency: int, drain_s: float) -> None:
+        import grpc
+
+        from odf_core.engine import wire
+        from spark_jobs.ingest.kept import KeptReads
+
+        self.spark, self.max_concurrency, self.drain_s = spark, max(1, max_concurrency), drain_s
+        self.kept = KeptReads()
+        self.started = time.monotonic()
+        self._running: dict[str, Running] = {}
+        self._waiting = 0
+        self._lock = threading.Lock()
+        self._slots = threading.Semaphore(self.max_concurrency)
+        self._stopping = False
+        workers = 2 * self.max_concurrency + 2  # running + waiting + two for health checks
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="odf-engine"),
+                                  options=wire.channel_options(), maximum_concurrent_rpcs=workers)
+        ser, de = wire.serializer, wire.deserializer
+        self.server.add_generic_rpc_handlers((
+            grpc.method_handlers_generic_handler(wire.SPEC_SERVICE, {
+                "ExecuteTransform": grpc.unary_stream_rpc_method_handler(
+                    self._spec_transform, request_deserializer=de("TransformRequest"),
+                    response_serializer=ser("TransformResponse")),
+                "ExecuteRawQuery": grpc.unary_stream_rpc_method_handler(
+                    self._spec_raw_query, request_deserializer=de("RawQueryRequest"),
+                    response_serializer=ser("RawQueryResponse")),
+            }),
+            grpc.method_handlers_generic_handler(wire.ODF_SERVICE, {
+                "Execute": grpc.unary_unary_rpc_method_handler(
+                    self._execute, request_deserializer=de("Envelope"), response_serializer=ser("Envelope")),
+                "Health": grpc.unary_unary_rpc_method_handler(
+                    self._health, request_deserializer=de("Envelope"), response_serializer=ser("Envelope")),
+            }),
+        ))
+        bound = self.server.add_insecure_port(f"{host}:{port}")
+        if bound == 0:
+            raise OSError(f"cannot listen on {host}:{port}")
+        self.port = bound
+
+    # -- handlers -------------------------------------------------------------------------------------------------
+
+    def _admit(self, context: Any) -> None:
+        import grpc
+
+        with self._lock:
+            if self._stopping:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the engine is shutting down")
+            busy = len(self._running) + self._waiting
+            if busy >= 2 * self.max_concurrency:
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"engine busy: {len(self._running)} request(s) running and {self._waiting} waiting "
+                              f"(max-concurrency {self.max_concurrency})")
+            self._waiting += 1
+
+    def _run(self, request: Any, context: Any, handler: Callable[[Any], Any]) -> Any:
+        """Run one request in its own job group; cancelled with its call, outputs removed when it does not answer."""
+        import grpc
+
+        from spark_jobs.session import cancel, job_group
+
+        self._admit(context)
+        rid = uuid.uuid4().hex[:12]
+        try:
+            self._slots.acquire()
+        finally:
+            with self._lock:
+                self._waiting -= 1
+        what = describe(request)
+        state = Running(f"odf-{rid}", what, outputs_of(request))
+        with self._lock:
+            self._running[rid] = state
+
+        def on_done() -> None:  # gRPC calls this when the call ends: answered, cancelled or the client went away
+            if not state.done:
+                state.cancelled = True
+                cancel(self.spark, state.group)
+
+        context.add_callback(on_done)
+        try:
+            if not context.is_active():
+                state.cancelled = True
+                raise RuntimeError("cancelled before it started")
+            with job_group(self.spark, what, state.group):
+                response = handler(request)
+            if state.cancelled or not context.is_active():
+                state.cancelled = True
+                context.abort(grpc.StatusCode.CANCELLED, "the request was cancelled")
+            log.info("%s: answered %s in %.2f s", what, type(getattr(response, "value", response)).__name__,
+                     time.monotonic() - state.started)
+            return response
+        except Exception:
+            if state.cancelled:
+                self._remove_outputs(state)
+                log.info("%s: cancelled after %.2f s, its outputs removed", what, time.monotonic() - state.started)
+            raise
+        finally:
+            state.done = True
+            with self._lock:
+                self._running.pop(rid, None)
+            self._slots.release()
+
+    @staticmethod
+    def _remove_outputs(state: Running) -> None:
+        for p in state.outputs:
+            for path in (p, *[f"{p}.tmp"]):
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+
+    def _execute(self, data: bytes, context: Any) -> bytes:
+        from odf_core.engine.protocol import HealthRequest, decode_request, encode_response
+        from spark_jobs.dispatch import handle
+
+        request = decode_request(data)
+        if isinstance(request, HealthRequest):
+            return encode_response(self.health())
+        return encode_response(self._run(request, context, lambda r: handle(self.spark, r, kept=self.kept)))
+
+    def _health(self, data: bytes, context: Any) -> bytes:
+        from odf_core.engine.protocol import encode_response
+
+        return encode_response(self.health())
+
+    def _spec_transform(self, data: bytes, context: Any) -> Iterator[bytes]:
+        from odf_core.metadata import TransformRequest, TransformResponseRoot
+        from odf_core.metadata.flatbuffers_serde import decode_root, encode_root
+        from spark_jobs.transform import execute_transform
+
+        request = decode_root(data, TransformRequest, "TransformRequest")
+        response = self._run(request, context, lambda r: execute_transform(self.spark, r))
+        yield encode_root(TransformResponseRoot(value=response.response))
+
+    def _spec_raw_query(self, data: bytes, context: Any) -> Iterator[bytes]:
+        from odf_core.metadata import RawQueryRequest, RawQueryResponseRoot
+        from odf_core.metadata.flatbuffers_serde import decode_root, encode_root
+        from spark_jobs.queries import raw_query
+
+        request = decode_root(data, RawQueryRequest, "RawQueryRequest")
+        response = self._run(request, context, lambda r: raw_query(self.spark, r))
+        yield encode_root(RawQueryResponseRoot(value=response))
+
+    def health(self) -> Any:
+        import pyspark
+
+        from odf_core.engine.protocol import HealthResponse
+        from spark_jobs.dispatch import engine_version
+
+        with self._lock:
+            running = len(self._running)
+        return HealthResponse(engine_version=engine_version(), spark_version=pyspark.__version__,
+                              master=self.spark.sparkContext.master, running=running,
+                              max_concurrency=self.max_concurrency, uptime_s=int(time.monotonic() - self.started))
+
+    # -- lifecycle --------------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.server.start()
+
+    def shutdown(self, grace_s: float | None = None) -> None:
+        """Stop accepting calls; running requests get ``grace_s`` to finish, then their calls are cancelled (their
+        Spark jobs too, and their outputs removed); returns when every request has ended."""
+        with self._lock:
+            self._stopping = True
+        self.server.stop(self.drain_s if grace_s is None else grace_s).wait()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._running:
+                    break
+                for state in self._running.values():
+                    if not state.cancelled:
+                        state.cancelled = True
+                        from spark_jobs.session import cancel
+
+                        cancel(self.spark, state.group)
+            time.sleep(0.05)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="spark-submit server.py")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=5544)
+    p.add_argument("--max-concurrency", type=int, default=4)
+    p.add_argument("--drain-s", type=float, default=30.0)
+    p.add_argument("--pid-file")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    from spark_jobs.session import create_session
+
+    spark = create_session("odf-engine")
+    server = EngineServer(spark, args.host, args.port, args.max_concurrency, args.drain_s)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("signal %d: draining (up to %g s)", signum, args.drain_s)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server.start()
+    if args.pid_file:
+        with open(args.pid_file, "w") as f:
+            f.write(str(os.getpid()))
+    log.info("odf engine listening on %s:%d (Spark %s, master %s, max-concurrency %d)", args.host, server.port,
+             spark.version, spark.sparkContext.master, server.max_concurrency)
+    while not stop.wait(1.0):
+        pass
+    server.shutdown()
+    spark.stop()
+    log.info("odf engine stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(main())

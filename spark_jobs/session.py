@@ -1,0 +1,64 @@
+"""Spark sessions for requests: one child session per request, with the ODF settings and its own job group.
+
+A long-lived engine serves several requests at once from one driver; each gets ``spark.newSession()`` (own temp
+views and SQL settings, shared SparkContext) and a job group named after it, so one request's views or settings never
+leak into another's and a cancelled request stops only its own Spark jobs.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+from pyspark.sql import SparkSession
+
+from odf_core.engine.spark_conf import DRIVER_CONF, SQL_CONF
+
+
+def create_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """The driver's session for spark-submit jobs and the engine server (in-process engines build their own)."""
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    for k, v in {**DRIVER_CONF, **(conf or {})}.items():
+        builder = builder.config(k, v)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    quiet_pyspark_loggers()
+    return session
+
+
+def quiet_pyspark_loggers() -> None:
+    """pyspark logs every captured SQL error with its JVM trace to stderr; we report errors ourselves (one line for
+    the user, the trace in a log file), so those loggers stay silent."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def request_session(spark: SparkSession) -> SparkSession:
+    """A child session with the ODF SQL settings: own temp views and settings, the caller's session untouched."""
+    session = spark.newSession()
+    for k, v in SQL_CONF.items():
+        session.conf.set(k, v)
+    return session
+
+
+@contextmanager
+def job_group(spark: SparkSession, description: str, group: str | None = None) -> Iterator[str]:
+    """Run the block's Spark jobs in their own job group (thread-local in pinned-thread mode, pyspark's default), so
+    :func:`cancel` stops exactly them."""
+    group = group or f"odf-{uuid.uuid4().hex[:12]}"
+    sc = spark.sparkContext
+    sc.setJobGroup(group, description[:200], interruptOnCancel=True)
+    try:
+        yield group
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+
+
+def cancel(spark: SparkSession, group: str) -> None:
+    spark.sparkContext.cancelJobGroup(group)

@@ -1,0 +1,166 @@
+"""Derivative datasets on Spark: transformations whose results do not depend on how inputs are batched.
+
+The promise: the output changelog, reduced to its current rows (op 0 +A and 3 +C add a row, op 1 -R and 2 -C remove
+one equal row), equals the query evaluated once over all input data, however the inputs were split into transactions.
+Each input is a temp view named by its ``queryAlias``; aliased steps become temp views; the one step without alias is
+the output. :mod:`.planning` decides between the :mod:`.stateless` and :mod:`.stateful` paths.
+
+Output slice: ONE parquet file at ``newDataPath`` (none when there are no rows): ``offset`` (int64, consecutive from
+``nextOffset``), ``op`` (int32), ``system_time`` (the request's time), ``event_time``, then the query's other columns
+in query order (top-level timestamps truncated to ms UTC). The checkpoint (:mod:`.checkpoint`) is always written.
+
+Limits: a stateful transaction costs O(history). Ties in a window's ORDER BY, LIMIT without ORDER BY and the element
+order of ``collect_list`` are non-deterministic in Spark itself and are not detected. Map/variant columns cannot be
+diffed or reduced (InvalidQuery for stateful queries). Output and checkpoint paths must be local to the driver.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from odf_core.engine.protocol import (
+    OdfTransformRequest,
+    OdfTransformResponse,
+    QueryResponseInvalidQuery,
+    TransformDiagnostics,
+    ValidateQueryRequest,
+    ValidateQueryResponse,
+    ValidateQueryResponseSuccess,
+)
+from odf_core.metadata import (
+    TransformRequest,
+    TransformResponseInternalError,
+    TransformResponseInvalidQuery,
+    TransformResponseSuccess,
+)
+from spark_jobs.errors import EngineFailure, InvalidQuery, internal_error, is_user_error, user_message
+from spark_jobs.parquet_files import local_path
+from spark_jobs.session import request_session
+from spark_jobs.transform.checkpoint import write_stateless_checkpoint
+from spark_jobs.transform.inputs import (
+    QueryInput,
+    file_schema,
+    input_schema,
+    marked_schema,
+    output_watermark,
+    read_rows,
+    slice_rows,
+)
+from spark_jobs.transform.planning import STATELESS, output_schema, prepare
+from spark_jobs.transform.stateful import run_stateful
+from spark_jobs.transform.stateless import run_stateless
+
+
+def _inputs(request: OdfTransformRequest | TransformRequest) -> tuple[TransformRequest, list[QueryInput]]:
+    if isinstance(request, OdfTransformRequest):
+        histories = {h.query_alias: tuple(h.data_paths) for h in request.histories}
+        req = request.request
+    else:  # the spec's request, as a foreign coordinator sends it: no histories
+        histories, req = {}, request
+    seen: set[str] = set()
+    for i in req.query_inputs:
+        if i.query_alias.lower() in seen:
+            raise EngineFailure(f"queryInputs: duplicate queryAlias {i.query_alias!r}")
+        seen.add(i.query_alias.lower())
+    return req, [QueryInput(i, histories.get(i.query_alias)) for i in req.query_inputs]
+
+
+def _diagnostics(diag: dict[str, Any], timings: dict[str, float]) -> TransformDiagnostics:
+    return TransformDiagnostics(
+        plan_class=diag.get("plan_class"), reason=diag.get("reason") or None,
+        correction_key=tuple(diag["correction_key"]) if diag.get("correction_key") else None,
+        output_rows=diag.get("output_rows"), warnings=tuple(diag.get("warnings") or ()) or None,
+        timings=" ".join(f"{k}={v * 1000:.0f}ms" for k, v in timings.items()) or None)
+
+
+def execute_transform(spark: SparkSession, request: OdfTransformRequest | TransformRequest) -> OdfTransformResponse:
+    """Run one transaction; never raises (query and request problems become responses)."""
+    diag: dict[str, Any] = {}
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    try:
+        req, inputs = _inputs(request)
+        interval = _execute(spark, req, inputs, diag, timings)
+        timings["total"] = time.monotonic() - started
+        response: Any = TransformResponseSuccess(new_offset_interval=interval, new_watermark=output_watermark(inputs))
+    except InvalidQuery as e:
+        response = TransformResponseInvalidQuery(message=str(e))
+    except EngineFailure as e:
+        response = TransformResponseInternalError(message=str(e))
+    except Exception as e:  # noqa: BLE001 - the engine must always answer
+        if is_user_error(e):
+            response = TransformResponseInvalidQuery(message=f"the query failed on the input data: {user_message(e)}")
+        else:
+            err = internal_error(e)
+            response = TransformResponseInternalError(message=err.message, backtrace=err.backtrace)
+    return OdfTransformResponse(response=response, diagnostics=_diagnostics(diag, timings))
+
+
+def _execute(spark: SparkSession, request: TransformRequest, inputs: list[QueryInput], diag: dict[str, Any],
+             timings: dict[str, float]) -> Any:
+    t0 = time.monotonic()
+    session = request_session(spark)
+    schemas = [input_schema(session, inp, i) for i, inp in enumerate(inputs)]
+    views = {inp.alias: slice_rows(session, inp, schema) for inp, schema in zip(inputs, schemas)}
+    out, info = prepare(session, request.transform, views, request.vocab)
+    timings["plan"] = time.monotonic() - t0
+    diag["plan_class"] = info.plan_class
+    diag["reason"] = info.reason
+    t1 = time.monotonic()
+    if info.plan_class == STATELESS:
+        if all(i.request.offset_interval is None for i in inputs):
+            interval, counts = None, {}
+        else:
+            interval, counts = run_stateless(session, request, out, info)
+        write_stateless_checkpoint(session, request)
+    else:
+        interval, counts = run_stateful(session, request, inputs, info, schemas, diag)
+    if interval is None and os.path.exists(local_path(request.new_data_path)):
+        os.remove(local_path(request.new_data_path))  # left by an earlier attempt of this transaction
+    timings["execute"] = time.monotonic() - t1
+    diag["output_rows"] = sum(counts.values())
+    return interval
+
+
+def _arrow_schema_bytes(session: SparkSession, schema: Any) -> bytes:
+    """The output slice's Arrow schema exactly as Spark's parquet writer will store it (an empty write)."""
+    import pyarrow.parquet as pq
+
+    from odf_core.commit import data_schema
+    from odf_core.metadata.arrow_schema import encode_arrow_schema
+    from spark_jobs.parquet_files import write_single_parquet
+
+    with tempfile.TemporaryDirectory(prefix="odf-schema-") as tmp:
+        path = os.path.join(tmp, "empty.parquet")
+        write_single_parquet(session.createDataFrame([], schema), path)
+        return encode_arrow_schema(data_schema(pq.read_schema(path)))
+
+
+def validate_query(spark: SparkSession, request: ValidateQueryRequest) -> ValidateQueryResponse:
+    """Analyse the query against the inputs' schemas: the output slice's schema, or why the query is wrong."""
+    try:
+        session = request_session(spark)
+        views = {}
+        for idx, inp in enumerate(request.inputs):
+            if not os.path.exists(local_path(inp.schema_file)):
+                raise EngineFailure(f"inputs[{idx}].schemaFile: file not found: {inp.schema_file!r}")
+            schema = marked_schema(file_schema(session, inp.schema_file), inp.vocab, idx, f"input {inp.query_alias!r}")
+            views[inp.query_alias] = read_rows(session, schema, ())
+        out, info = prepare(session, request.transform, views, request.vocab)
+        schema = output_schema(out, info.layout, request.vocab)
+        return ValidateQueryResponseSuccess(output_schema=_arrow_schema_bytes(session, schema),
+                                            plan_class=info.plan_class, reason=info.reason or None)
+    except InvalidQuery as e:
+        return QueryResponseInvalidQuery(message=str(e))
+    except EngineFailure as e:
+        from odf_core.engine.protocol import EngineInternalError
+
+        return EngineInternalError(message=str(e))
+    except Exception as e:  # noqa: BLE001
+        if is_user_error(e):
+            return QueryResponseInvalidQuery(message=user_message(e))
+        return internal_error(e)

@@ -1,0 +1,167 @@
+"""The inputs of a transform as DataFrames: their new slices (stateless path) or their reduced state (stateful path).
+
+Each input's op column carries a marker (its index) in its field metadata, so the planner can tell which input a
+plan leaf reads and whether the query reads an input's op column (then the input is its raw changelog).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from odf_core.metadata import DatasetVocabulary, Timestamp, TransformRequestInput
+from spark_jobs.columns import col
+from spark_jobs.errors import EngineFailure, InvalidQuery, user_message
+from spark_jobs.parquet_files import local_path
+from spark_jobs.transform.catalyst import INPUT_MARKER
+
+OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class QueryInput:
+    """One input of the request, with its history when the coordinator sent it (our stateful path needs it)."""
+
+    request: TransformRequestInput
+    history: tuple[str, ...] | None
+
+    @property
+    def alias(self) -> str:
+        return self.request.query_alias
+
+    @property
+    def vocab(self) -> DatasetVocabulary:
+        return self.request.vocab
+
+
+def orderable(t: T.DataType) -> bool:
+    if isinstance(t, T.MapType) or type(t).__name__ == "VariantType":
+        return False
+    if isinstance(t, T.ArrayType):
+        return orderable(t.elementType)
+    if isinstance(t, T.StructType):
+        return all(orderable(f.dataType) for f in t.fields)
+    return True
+
+
+def marked_schema(schema: T.StructType, vocab: DatasetVocabulary, index: int, where: str) -> T.StructType:
+    """Input schema with offset int64 / op int32 and our marker on the op column."""
+    names = {f.name for f in schema.fields}
+    for c in (vocab.offset, vocab.op, vocab.event_time):
+        if c not in names:
+            raise EngineFailure(f"{where}: input schema has no column {c!r} (columns: {sorted(names)})")
+    fields = []
+    for f in schema.fields:
+        if f.name == vocab.op:
+            f = T.StructField(f.name, T.IntegerType(), f.nullable, {INPUT_MARKER: index})
+        elif f.name == vocab.offset:
+            f = T.StructField(f.name, T.LongType(), f.nullable, f.metadata)
+        fields.append(f)
+    return T.StructType(fields)
+
+
+_SCHEMA_CACHE: dict[tuple[str, int, int], T.StructType] = {}
+
+
+def file_schema(session: SparkSession, path: str) -> T.StructType:
+    """Schema of one parquet file (with field metadata), cached by path/size/mtime: inference runs a job."""
+    st = os.stat(local_path(path))
+    key = (os.path.abspath(local_path(path)), st.st_size, st.st_mtime_ns)
+    if key not in _SCHEMA_CACHE:
+        if len(_SCHEMA_CACHE) > 256:
+            _SCHEMA_CACHE.clear()
+        _SCHEMA_CACHE[key] = session.read.parquet(path).schema
+    return _SCHEMA_CACHE[key]
+
+
+def remember_schema(path: str, schema: T.StructType) -> None:
+    st = os.stat(local_path(path))
+    _SCHEMA_CACHE[(os.path.abspath(local_path(path)), st.st_size, st.st_mtime_ns)] = schema
+
+
+def input_schema(session: SparkSession, inp: QueryInput, index: int) -> T.StructType:
+    where = f"queryInputs[{index}] ({inp.alias})"
+    source = inp.request.schema_file
+    if not source or not os.path.exists(local_path(source)):
+        candidates = list(inp.request.data_paths) or list(inp.history or ())
+        if not candidates:
+            raise EngineFailure(f"{where}.schemaFile: file not found: {source!r}")
+        source = candidates[0]
+    try:
+        schema = file_schema(session, source)
+    except Exception as e:  # noqa: BLE001
+        raise EngineFailure(f"{where}: cannot read the schema from {source!r}: {user_message(e)}") from None
+    return marked_schema(schema, inp.vocab, index, where)
+
+
+def read_rows(session: SparkSession, schema: T.StructType, paths: Sequence[str]) -> DataFrame:
+    """Rows of the given slices; an empty input is a LogicalRDD so the optimiser cannot fold it away."""
+    if not paths:
+        return session.createDataFrame(session.sparkContext.emptyRDD(), schema)
+    return session.read.schema(schema).parquet(*paths)
+
+
+def slice_rows(session: SparkSession, inp: QueryInput, schema: T.StructType) -> DataFrame:
+    """The new rows of one input: offsets inside its offsetInterval."""
+    iv = inp.request.offset_interval
+    if iv is None:
+        return read_rows(session, schema, ())
+    if not inp.request.data_paths:
+        raise EngineFailure(f"input {inp.alias!r} has an offsetInterval but no dataPaths")
+    off = col(inp.vocab.offset)
+    return read_rows(session, schema, inp.request.data_paths).where((off >= F.lit(iv.start)) & (off <= F.lit(iv.end)))
+
+
+def reduce_changelog(rows: DataFrame, vocab: DatasetVocabulary) -> DataFrame:
+    """Current rows of a changelog: each -R/-C removes the oldest live row with equal data columns.
+
+    Rows are equal when all columns but offset/op/system_time are equal (nulls equal). With a valid changelog
+    the survivors of a group of equal rows are its last (appends - removals) appends in offset order.
+    """
+    data = [c for c in rows.columns if c not in vocab.system_columns]
+    bad = [f.name for f in rows.schema.fields if f.name in data and not orderable(f.dataType)]
+    if bad:
+        raise InvalidQuery(f"stateful queries cannot reduce inputs with map/variant columns: {bad}")
+    op = col(vocab.op)
+    is_add = F.when(op.isin(OP_APPEND, OP_CORRECT_TO), 1).otherwise(0)
+    is_rem = F.when(op.isin(OP_RETRACT, OP_CORRECT_FROM), 1).otherwise(0)
+    w = Window.partitionBy(*[col(c) for c in data]).orderBy(col(vocab.offset))
+    removed = F.sum(is_rem).over(w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
+    adds_so_far = F.sum(is_add).over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return (rows.withColumn("__odf_removed", removed)
+            .withColumn("__odf_adds", adds_so_far)
+            .where((is_add == 1) & (F.col("__odf_adds") > F.col("__odf_removed")))
+            .drop("__odf_removed", "__odf_adds"))
+
+
+def history_rows(session: SparkSession, inp: QueryInput, schema: T.StructType, end: int | None,
+                 changelog: bool) -> DataFrame:
+    """An input's rows up to offset ``end``: its raw changelog, or its reduced state."""
+    paths = inp.history
+    iv = inp.request.offset_interval
+    if paths is None:
+        if iv is not None and iv.start != 0:
+            raise EngineFailure(f"input {inp.alias!r}: a stateful query needs the input's history (all slices up "
+                                "to the new ones), which this request does not carry")
+        paths = inp.request.data_paths if iv is not None else ()
+    rows = read_rows(session, schema, paths)
+    if end is not None:
+        rows = rows.where(col(inp.vocab.offset) <= F.lit(end))
+    return rows if changelog else reduce_changelog(rows, inp.vocab)
+
+
+def output_watermark(inputs: Sequence[QueryInput]) -> Timestamp | None:
+    """Minimum over inputs of their latest explicit watermark; absent if any input has none."""
+    if not inputs:
+        return None
+    latest = []
+    for inp in inputs:
+        marks = inp.request.explicit_watermarks
+        if not marks:
+            return None
+        latest.append(max(w.event_time for w in marks))
+    return min(latest)

@@ -1,0 +1,170 @@
+"""The stateful path: the query over each input's reduced state, diffed against the previous output state.
+
+Each input is read as of its new offset (its reduced state: a -R/-C removes the oldest equal live row, so a row
+keeps the offset of the append that created it) or as its raw changelog when the query reads its op column. The new
+output state, counted, is the new checkpoint; its multiset difference to the previous one is the output: removed
+rows -R, added rows +A, and when the output has a natural key (all GROUP BY expressions of a top-level aggregate
+appear as output columns, or a global aggregate) a removed and an added row of one key become -C then +C.
+Cost: O(history) per transaction.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from typing import Any, Mapping, Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from odf_core.errors import SchemaEvolutionError
+from odf_core.metadata import OffsetInterval, TransformRequest
+from spark_jobs.columns import col
+from spark_jobs.errors import EngineFailure, InvalidQuery
+from spark_jobs.parquet_files import local_path, write_single_parquet
+from spark_jobs.transform.checkpoint import COUNT, Checkpoint, count_field, query_hash, read_checkpoint, stateful_meta
+from spark_jobs.transform.inputs import (
+    OP_APPEND,
+    OP_CORRECT_FROM,
+    OP_CORRECT_TO,
+    OP_RETRACT,
+    QueryInput,
+    history_rows,
+    orderable,
+    remember_schema,
+)
+from spark_jobs.transform.output import finalize, normalized, plain_alias, sort_columns, write_output
+from spark_jobs.transform.planning import STATEFUL, OutputLayout, PlanInfo, layout_of, run_steps
+
+
+def input_ends(inputs: Sequence[QueryInput], prev: Checkpoint | None) -> dict[str, int | None]:
+    """Last offset of each input to include; checks the request continues the checkpoint."""
+    stored = (prev.meta.get("inputs") or {}) if prev is not None else {}
+    ends: dict[str, int | None] = {}
+    for inp in inputs:
+        s = stored.get(inp.alias)
+        did = inp.request.dataset_id.to_did_odf()
+        last = s.get("lastOffset") if isinstance(s, Mapping) and s.get("datasetId") == did else None
+        iv = inp.request.offset_interval
+        if iv is not None:
+            expected = 0 if last is None else last + 1
+            if last is not None and iv.start != expected:
+                raise EngineFailure(
+                    f"input {inp.alias!r}: the previous checkpoint covers offsets up to {last} but the request "
+                    f"starts at {iv.start} (expected {expected}): wrong previous checkpoint?")
+            ends[inp.alias] = iv.end
+        else:
+            ends[inp.alias] = last
+    return ends
+
+
+def align_old_state(old: DataFrame, new_schema: T.StructType, names: Sequence[str]) -> DataFrame:
+    """Previous state in the new output's columns (added columns null), by the chain's schema-evolution rule."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from odf_core.metadata.schema_evolution import check_schema_evolution
+
+    old_fields = T.StructType([f for f in old.schema.fields if f.name != COUNT])
+    new_fields = T.StructType([f for f in new_schema.fields if f.name != COUNT])
+    try:
+        check_schema_evolution(to_arrow_schema(old_fields, timezone="UTC"), to_arrow_schema(new_fields, timezone="UTC"),
+                               where="the query output")
+    except SchemaEvolutionError as e:
+        raise InvalidQuery(f"{e} (the previous output state has these columns)") from None
+    old_types = {f.name for f in old_fields.fields}
+    new_types = {f.name: f.dataType for f in new_fields.fields}
+    cols = [col(n) if n in old_types else F.lit(None).cast(new_types[n]).alias(n) for n in names]
+    return old.select(*cols, F.col(COUNT))
+
+
+def diff(old: DataFrame, new: DataFrame, names: Sequence[str], key: tuple[str, ...] | None
+         ) -> tuple[DataFrame, Column, list[Column]]:
+    """Rows that changed between two counted states, with their op and canonical order."""
+    cols = [col(n) for n in names]
+    both = old.select(*cols, (-F.col(COUNT)).alias("__odf_d")).unionByName(
+        new.select(*cols, F.col(COUNT).alias("__odf_d")))
+    both = both.coalesce(1)  # two single files: grouping, windows and numbering run without a shuffle
+    delta = both.groupBy(*cols).agg(F.sum("__odf_d").alias("__odf_d")).where(F.col("__odf_d") != 0)
+    rows = delta.select(
+        *cols,
+        F.when(F.col("__odf_d") < 0, 0).otherwise(1).alias("__odf_side"),
+        F.explode(F.sequence(F.lit(1).cast("long"), F.abs(F.col("__odf_d")))).alias("__odf_copy"),
+    )
+    side = F.col("__odf_side")
+    values = sort_columns(rows, names)
+    if key is None:
+        op = F.when(side == 0, OP_RETRACT).otherwise(OP_APPEND)
+        return rows, op, [side, *values]
+    kcols = [col(k) for k in key] or [F.lit(0)]
+    rows = rows.withColumn("__odf_rank", F.row_number().over(Window.partitionBy(*kcols, side).orderBy(*values)))
+    w = Window.partitionBy(*kcols, F.col("__odf_rank"))
+    rows = (rows.withColumn("__odf_has_old", F.max(F.when(side == 0, 1).otherwise(0)).over(w))
+            .withColumn("__odf_has_new", F.max(F.when(side == 1, 1).otherwise(0)).over(w)))
+    op = (F.when(side == 0, F.when(F.col("__odf_has_new") == 1, OP_CORRECT_FROM).otherwise(OP_RETRACT))
+          .otherwise(F.when(F.col("__odf_has_old") == 1, OP_CORRECT_TO).otherwise(OP_APPEND)))
+    block = F.when(op == OP_RETRACT, 0).when(op == OP_APPEND, 2).otherwise(1)
+    order = [block, *[col(k).asc_nulls_first() for k in key], F.col("__odf_rank"), side, *values]
+    return rows, op, order
+
+
+def previous_checkpoint(session: SparkSession, request: TransformRequest, warnings: list[str]) -> Checkpoint | None:
+    prev = read_checkpoint(session, request.prev_checkpoint_path) if request.prev_checkpoint_path else None
+    if prev is None and request.next_offset > 0:
+        raise EngineFailure(f"a stateful query needs the previous checkpoint: the next offset is "
+                            f"{request.next_offset} but the request names no previous checkpoint")
+    if prev is not None and prev.state is None:
+        warnings.append("previous checkpoint is stateless: the stateful output starts from an empty state")
+    return prev
+
+
+def write_state(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput], info: PlanInfo,
+                schemas: Sequence[T.StructType], ends: Mapping[str, int | None], modes: dict[str, str]
+                ) -> tuple[OutputLayout, T.StructType]:
+    """Evaluate the query over the inputs' state and write it, counted, as the new checkpoint."""
+    views = {}
+    for idx, (inp, schema) in enumerate(zip(inputs, schemas)):
+        changelog = idx in info.op_read
+        modes[inp.alias] = "changelog" if changelog else "reduced"
+        views[inp.alias] = history_rows(session, inp, schema, ends[inp.alias], changelog)
+    out = run_steps(session, request.transform, views)
+    query_layout = layout_of(out.schema, request.vocab, STATEFUL)
+    types = {f.name: f.dataType for f in out.schema.fields}
+    bad = [n for n in query_layout.columns if not orderable(types[n])]
+    if bad:
+        raise InvalidQuery(f"stateful query outputs cannot contain map/variant columns: {bad}")
+    names = [query_layout.event_time, *query_layout.data]
+    counted = (out.select(*[normalized(n, types[n]).alias(n) for n in names])
+               .groupBy(*[col(n) for n in names]).agg(F.count(F.lit(1)).alias(COUNT)))
+    meta = stateful_meta(request, ends)
+    counted = counted.select(*[plain_alias(col(n), n) for n in names],
+                             F.col(COUNT).alias(COUNT, metadata=count_field(meta).metadata))
+    write_single_parquet(counted, request.new_checkpoint_path, sort=sort_columns(counted, names))
+    remember_schema(request.new_checkpoint_path, counted.schema)  # the next transaction reads it back
+    return OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data), counted.schema
+
+
+def run_stateful(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput], info: PlanInfo,
+                 schemas: Sequence[T.StructType], diag: dict[str, Any]
+                 ) -> tuple[OffsetInterval | None, dict[str, int]]:
+    warnings: list[str] = diag.setdefault("warnings", [])
+    qhash = query_hash(request.transform)
+    prev = previous_checkpoint(session, request, warnings)
+    ends = input_ends(inputs, prev)
+    unchanged = prev is not None and prev.state is not None and prev.meta.get("queryHash") == qhash
+    if unchanged and all(i.request.offset_interval is None for i in inputs):
+        shutil.copyfile(local_path(request.prev_checkpoint_path or ""), local_path(request.new_checkpoint_path))
+        warnings.append("no new input data: the checkpoint is carried over")
+        return None, {}
+    t0 = time.monotonic()
+    layout, schema = write_state(session, request, inputs, info, schemas, ends, diag.setdefault("modes", {}))
+    diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
+    new_state = session.read.schema(schema).parquet(local_path(request.new_checkpoint_path))
+    if prev is not None and prev.state is not None:
+        old_state = align_old_state(prev.state, schema, layout.columns)
+        if not unchanged:
+            warnings.append("query changed: diffing against the previous query's state")
+    else:
+        old_state = session.createDataFrame(session.sparkContext.emptyRDD(), schema)
+    rows, op, order = diff(old_state, new_state, layout.columns, info.key)
+    diag["correction_key"] = list(info.key) if info.key is not None else None
+    return write_output(finalize(rows, op, order, layout, request), request)
