@@ -215,9 +215,13 @@ def cmd_ingest(args) -> int:
     from odf_core.ingest.transaction import push
 
     ws = _workspace(args)
-    r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args))
-    print(f"{args.dataset}: " + (f"{r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}"
-                                 if r.block_hash else "nothing new"))
+    r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args), txn_id=args.txn_id)
+    if r.already_ingested:
+        print(f"{args.dataset}: already ingested in block {r.block_hash} (transaction {args.txn_id}), head {r.head}")
+    elif r.block_hash:
+        print(f"{args.dataset}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}")
+    else:
+        print(f"{args.dataset}: nothing new")
     return 0
 
 
@@ -351,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("dataset")
     s.add_argument("file")
     s.add_argument("--source", help="push source name (required when there are several)")
+    s.add_argument("--txn-id", metavar="KEY", help="idempotency key, recorded in the block: re-running with the "
+                   "same key (e.g. after a crash) ingests nothing if that push was committed")
     s.add_argument("--master", default="local[*]")
     s = sub.add_parser("tail", help="the last records of a dataset")
     s.add_argument("dataset")
