@@ -348,8 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     s.add_argument("--fetch-timeout", type=_seconds, metavar="S", help="HTTP connect and per-read timeout (default 60)")
     s.add_argument("--fetch-deadline", type=_seconds, metavar="S", help="one whole HTTP download (default 3600)")
-    s.add_argument("--fetch-min-rate", type=_bytes_per_s, metavar="BYTES", help="an HTTP download slower than BYTES/s over "
-                   "the stall window is abandoned (default 1024; 0: never)")
+    s.add_argument("--fetch-min-rate", type=_bytes_per_s, metavar="BYTES",
+                   help="an HTTP download slower than BYTES/s over the stall window is abandoned "
+                        "(default 1024; 0: never)")
     s.add_argument("--fetch-stall-window", type=_seconds, metavar="S", help="window of --fetch-min-rate (default 60)")
     s = sub.add_parser("ingest", help="push a file (or - for stdin) into a root dataset's push source")
     s.add_argument("dataset")
