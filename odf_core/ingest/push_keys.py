@@ -2,7 +2,7 @@
 
 A keyed push records its key in its block (:func:`~odf_core.ingest.source_state.push_key_state`), so "was this
 push ingested?" is answered by the chain alone, whatever happened to the staging directory.  Walking the whole chain
-would cost O(history) for every push, so the walk from the head stops at a bound that cannot hide the key:
+would cost O(history) for every push, so the walk from the head stops at a bound below which the key cannot be:
 
 * **the verified base** — a transaction plan records the head it was planned on (``base_head``) only after this
   walk found the key in none of the blocks down to there; blocks never change, so a retry that still has its plan
@@ -13,6 +13,9 @@ would cost O(history) for every push, so the walk from the head stops at a bound
   than its first attempt.  The caller says when that was if it knows (the Airflow operator: its DAG run's
   ``run_after``, less a clock-skew margin); otherwise it is taken to be at most :data:`KEY_WINDOW` ago — a retry
   more than a week after the first attempt, with its plan gone, ingests again.
+
+Two attempts running at once cannot both commit: each commits by compare-and-swap on the head it searched from, so
+the second finds the head moved, fails, and its retry finds the first one's block.
 """
 from __future__ import annotations
 
