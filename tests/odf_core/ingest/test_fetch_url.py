@@ -255,7 +255,7 @@ def test_a_trickling_download_ends_at_its_deadline(http_server: LocalHttpServer,
     message = str(info.value)
     assert message.startswith(f"GET {url} failed: not finished within the deadline of 0.6 s (")
     assert message.endswith(" of 2000 bytes received)") and "\n" not in message
-    assert 0.55 < elapsed < 1.5
+    assert 0.55 < elapsed < 3  # the whole body would take 5 s
     assert os.listdir(tmp_path / "fetch") == [] and not (tmp_path / "fetch.json").exists()  # no half file
 
 
@@ -273,7 +273,7 @@ def test_a_download_slower_than_the_minimum_rate_is_stalled(http_server: LocalHt
     assert message.endswith(" of 1000 bytes received)")
     got = int(message.split("stalled: ")[1].split(" ")[0])
     assert 0 < got < 160  # 0.4 s of a 100 bytes/s trickle
-    assert 0.35 < elapsed < 1.5
+    assert 0.35 < elapsed < 3  # the whole body would take 10 s
     assert os.listdir(tmp_path / "fetch") == []
 
 
@@ -286,7 +286,7 @@ def test_a_body_that_goes_silent_is_stalled_long_before_the_read_timeout(
     with pytest.raises(FetchError, match=rf"GET {url} failed: stalled: 0 bytes in the last 0.3 s, below the minimum "
                                          r"of 10 bytes/s \(30 of 100 bytes received\)$"):
         _fetch(FetchStepUrl(url=url), tmp_path, timeout_s=30, min_bytes_per_s=10, stall_window_s=0.3)
-    assert time.monotonic() - started < 1.5  # the socket timeout was tightened to the stall window
+    assert time.monotonic() - started < 5  # not the 30 s read timeout: the socket timeout was tightened
     assert os.listdir(tmp_path / "fetch") == []
 
 
@@ -297,7 +297,7 @@ def test_the_deadline_also_bounds_waiting_for_the_answer(http_server: LocalHttpS
     started = time.monotonic()
     with pytest.raises(FetchError, match=rf"GET {url} failed: no answer within the deadline of 0.4 s$"):
         _fetch(FetchStepUrl(url=url), tmp_path, timeout_s=30, deadline_s=0.4)
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 2.5  # the server answers after 3 s
 
 
 def test_a_slow_download_above_the_limits_completes(http_server: LocalHttpServer, tmp_path: Path) -> None:
