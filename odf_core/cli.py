@@ -164,12 +164,38 @@ def _engine(args):
     return LocalEngine(master=getattr(args, "master", None) or "local[*]", conf=conf)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _bytes_per_s(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of bytes per second >= 0, got {text!r}")
+    return int(text)
+
+
+def _fetch_options(args):
+    """FetchOptions from the ``--fetch-*`` flags of ``odf pull`` (unset flags keep the defaults)."""
+    from odf_core.ingest import FetchOptions
+
+    given = {"timeout_s": args.fetch_timeout, "deadline_s": args.fetch_deadline,
+             "min_bytes_per_s": args.fetch_min_rate, "stall_window_s": args.fetch_stall_window}
+    return FetchOptions(**{k: v for k, v in given.items() if v is not None})
+
+
 @command("pull")
 def cmd_pull(args) -> int:
     from odf_core.ingest.transaction import pull
 
     ws = _workspace(args)
     engine = _engine(args)
+    options = _fetch_options(args)
     names = args.datasets
     if args.recursive:
         from odf_core.transform.coordinator import upstream_order
@@ -188,7 +214,7 @@ def cmd_pull(args) -> int:
             print(f"{name}: " + (f"{res.num_records} records, head {res.head}" if res and res.block_hash
                                  else "up to date"))
             continue
-        for r in pull(ws, name, engine, once=args.once):
+        for r in pull(ws, name, engine, once=args.once, options=options):
             if r.block_hash:
                 print(f"{name}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}")
             else:
@@ -201,9 +227,13 @@ def cmd_ingest(args) -> int:
     from odf_core.ingest.transaction import push
 
     ws = _workspace(args)
-    r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args))
-    print(f"{args.dataset}: " + (f"{r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}"
-                                 if r.block_hash else "nothing new"))
+    r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args), txn_id=args.txn_id)
+    if r.already_ingested:
+        print(f"{args.dataset}: already ingested in block {r.block_hash} (transaction {args.txn_id}), head {r.head}")
+    elif r.block_hash:
+        print(f"{args.dataset}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}")
+    else:
+        print(f"{args.dataset}: nothing new")
     return 0
 
 
@@ -367,11 +397,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("datasets", nargs="+")
     s.add_argument("--once", action="store_true", help="at most one transaction per dataset")
     s.add_argument("--recursive", action="store_true", help="bring all upstream datasets up to date first")
+    s.add_argument("--fetch-timeout", type=_seconds, metavar="S", help="HTTP connect and per-read timeout (default 60)")
+    s.add_argument("--fetch-deadline", type=_seconds, metavar="S", help="one whole HTTP download (default 3600)")
+    s.add_argument("--fetch-min-rate", type=_bytes_per_s, metavar="BYTES",
+                   help="an HTTP download slower than BYTES/s over the stall window is abandoned "
+                        "(default 1024; 0: never)")
+    s.add_argument("--fetch-stall-window", type=_seconds, metavar="S", help="window of --fetch-min-rate (default 60)")
     _spark_options(s)
     s = sub.add_parser("ingest", help="push a file (or - for stdin) into a root dataset's push source")
     s.add_argument("dataset")
     s.add_argument("file")
     s.add_argument("--source", help="push source name (required when there are several)")
+    s.add_argument("--txn-id", metavar="KEY", help="idempotency key, recorded in the block: re-running with the "
+                   "same key (e.g. after a crash) ingests nothing if that push was committed")
     _spark_options(s)
     s = sub.add_parser("tail", help="the last records of a dataset")
     s.add_argument("dataset")

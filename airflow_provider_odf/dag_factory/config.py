@@ -105,6 +105,7 @@ def _int_gt0(v: Any) -> int:
 FETCH_OPTIONS: dict[str, Callable[[Any], Any]] = {
     "timeout_s": _seconds, "glob_batch": _bool, "hardlink": _bool, "container_batch_size": _int_gt0,
     "docker_host": _str, "container_network": _str, "container_timeout_s": _seconds,
+    "deadline_s": _seconds, "min_bytes_per_s": _int_ge0, "stall_window_s": _seconds,
 }
 
 

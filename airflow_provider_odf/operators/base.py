@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 DEFAULT_CONN = OdfHook.default_conn_name
 
 
-def txn_id(dag_id: str, run_id: str, dataset: str) -> str:
-    """A transaction id fixed by (DAG, run, dataset): every try of every step of one run finds the same staging."""
-    digest = hashlib.sha256(f"{dag_id}\n{run_id}\n{dataset.lower()}".encode()).hexdigest()[:16]
+def txn_id(dag_id: str, run_id: str, dataset: str, *more: str) -> str:
+    """A transaction id fixed by (DAG, run, dataset): every try of every step of one run finds the same staging.
+    ``more`` (e.g. a task id) tells apart several transactions of one run on one dataset."""
+    digest = hashlib.sha256("\n".join((dag_id, run_id, dataset.lower(), *more)).encode()).hexdigest()[:16]
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-.")[:48]
     return f"af-{slug}-{digest}"
 

@@ -6,6 +6,7 @@ When the source is up to date Fetch skips, and so does everything after it (no e
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.sdk.exceptions import AirflowSkipException
@@ -22,7 +23,11 @@ from airflow_provider_odf.operators.base import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from odf_core.metadata import Timestamp
+
 UP_TO_DATE_KEY = "odf_up_to_date"
+# How far a worker's clock may lag the metadata DB's: the bound of the search for an earlier try's block.
+CLOCK_SKEW_MARGIN = timedelta(hours=1)
 
 
 def _steps():
@@ -144,7 +149,11 @@ class OdfCommitOperator(_ContinuesTransaction, OdfCommittingOperator):
 
 
 class OdfPushIngestOperator(OdfCommittingOperator):
-    """Ingest a file or folder through a push source (e.g. a DAG triggered with ``{"path": ...}``).
+    """Ingest a file or folder through a push source (e.g. a DAG triggered with ``{"path": ...}``), exactly once.
+
+    The push's idempotency key is fixed by (DAG, run, task, map index) and recorded in the committed block: a retry,
+    or a clear, of a try that committed finds that block and ingests nothing, however the head moved since and on
+    whichever worker it runs (``odf_core.ingest.push_keys``).  To push the same path again, trigger a new run.
 
     :param path: file, folder or URL to ingest (templated, e.g. ``{{ params.path }}``).
     :param source: push source name (None: the dataset's only one).
@@ -161,12 +170,35 @@ class OdfPushIngestOperator(OdfCommittingOperator):
     def execute(self, context: "Context") -> dict[str, Any]:
         if not self.path or not str(self.path).strip():
             raise OdfTaskError(f"{self.dataset}: no path to push (trigger the DAG with {{\"path\": ...}})")
-        tid = txn_id(context["dag"].dag_id, context["run_id"], self.dataset)
+        key = push_key(context, self.dataset)
         self.log.info("%s: pushing %s (source %s, transaction %s)", self.dataset, self.path,
-                      self.source or "<default>", tid)
+                      self.source or "<default>", key)
         result = _steps().push(self.workspace(), self.dataset, str(self.path), source=self.source or None,
-                               engine=self.engine(), txn_id=tid)
+                               engine=self.engine(), txn_id=key,
+                               not_before=first_try_bound(context))
+        if result.already_ingested:
+            self.log.info("%s: already ingested in block %s by an earlier try (transaction %s): nothing pushed",
+                          self.dataset, result.block_hash, key)
         return _report_commit(self, context, result)
+
+
+def push_key(context: "Context", dataset: str) -> str:
+    """The idempotency key of a push task instance: every try of it (and only of it) has the same key."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", None)
+    more = [ti.task_id] + ([str(map_index)] if map_index is not None and map_index >= 0 else [])
+    return txn_id(context["dag"].dag_id, context["run_id"], dataset, *more)
+
+
+def first_try_bound(context: "Context") -> "Timestamp | None":
+    """No try of this task started before its DAG run's ``run_after`` (the scheduler starts no run earlier and a
+    clear keeps it), less :data:`CLOCK_SKEW_MARGIN` for the worker's clock; None when the run does not say."""
+    run_after = getattr(context.get("dag_run"), "run_after", None)
+    if run_after is None:
+        return None
+    from odf_core.metadata import Timestamp
+
+    return Timestamp.from_datetime(run_after - CLOCK_SKEW_MARGIN)
 
 
 def _report_commit(op: OdfCommittingOperator, context: "Context", result: Any) -> dict[str, Any]:

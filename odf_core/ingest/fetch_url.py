@@ -2,6 +2,8 @@
 
 HTTP: the response ``ETag`` (preferred) or ``Last-Modified`` becomes the source state and is sent back next time as
 ``If-None-Match`` / ``If-Modified-Since``; a 304, or a 200 carrying the validator we already hold, is "up to date".
+A download runs under :class:`~odf_core.ingest.options.FetchOptions` limits: a per-read timeout, a total deadline
+and a minimum rate (:mod:`odf_core.ingest.transfer_limits`); breaking one leaves no file behind.
 ``file://``: the state is the file's mtime rounded to milliseconds as ``odf/last-modified`` (RFC 3339); the mtime is
 read before copying, so a file changed during the copy is fetched again next time rather than missed.
 """
@@ -12,6 +14,7 @@ import logging
 import os
 import socket
 import stat
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,13 +32,14 @@ from odf_core.ingest.source_state import (
     prev_last_modified,
 )
 from odf_core.ingest.staging import (
+    CHUNK,
     Progress,
-    copy_stream,
     link_or_copy,
     part_file,
     source_basename,
     staged_name,
 )
+from odf_core.ingest.transfer_limits import TransferLimits, TransferWatch
 from odf_core.metadata import FetchStepUrl, SourceState, Timestamp
 
 _log = logging.getLogger("odf.ingest")
@@ -125,8 +129,12 @@ def _fetch_http(
     elif last_modified is not None:
         headers["If-Modified-Since"] = http_date(last_modified)
     request = urllib.request.Request(url, headers=headers, method="GET")
+    recorder = _SocketRecorder()
+    started = time.monotonic()
+    # the deadline also bounds connecting and waiting for the headers
+    first_timeout = min(options.timeout_s, options.deadline_s)
     try:
-        response = urllib.request.urlopen(request, timeout=options.timeout_s)
+        response = _opener(recorder).open(request, timeout=first_timeout)
     except urllib.error.HTTPError as e:
         with e:
             if e.code == 304:
@@ -134,10 +142,11 @@ def _fetch_http(
                 return up_to_date(state)
             detail = _body_excerpt(e)
         raise FetchError(f"GET {url} failed: HTTP {e.code} {e.reason}{detail}") from None
-    except urllib.error.URLError as e:
-        raise FetchError(f"GET {url} failed: {_describe(e.reason, url, options.timeout_s)}") from None
-    except (OSError, http.client.HTTPException) as e:
-        raise FetchError(f"GET {url} failed: {_describe(e, url, options.timeout_s)}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+        reason = e.reason if isinstance(e, urllib.error.URLError) else e
+        if isinstance(reason, TimeoutError) and time.monotonic() - started >= options.deadline_s:
+            raise FetchError(f"GET {url} failed: no answer within the deadline of {options.deadline_s:g} s") from None
+        raise FetchError(f"GET {url} failed: {_describe(reason, url, first_timeout)}") from None
 
     with response:
         new_etag = response.headers.get("ETag")
@@ -157,7 +166,9 @@ def _fetch_http(
             return up_to_date(state)
         name = source_basename(url)
         dest = os.path.join(out_dir, staged_name(0, name))
-        size = _download(response, dest, url, options.timeout_s)
+        limits = TransferLimits(options.deadline_s, options.min_bytes_per_s, options.stall_window_s)
+        watch = TransferWatch(limits, started=started, body_started=time.monotonic())
+        size = _download(response, recorder.sock, dest, url, options.timeout_s, watch)
 
     fetched = FetchedFile(path=dest, event_time=_event_time(step, name, lm_time, system_time), name=url)
     return FetchResult(
@@ -165,19 +176,47 @@ def _fetch_http(
     )
 
 
-def _download(response: http.client.HTTPResponse, dest: str, url: str, timeout_s: float) -> int:
+def _download(response: http.client.HTTPResponse, sock: socket.socket | None, dest: str, url: str,
+              timeout_s: float, watch: TransferWatch) -> int:
+    """Stream the body into ``dest`` (via ``dest.part``), one socket read at a time, under the watch's limits."""
     progress = Progress(f"GET {url}")
+    expected = response.headers.get("Content-Length")
+    expected = expected if expected is not None and expected.isdigit() else None
+
+    def received() -> str:
+        return f"{watch.total} of {expected} bytes" if expected else f"{watch.total} bytes"
+
     try:
-        with part_file(dest) as tmp:
-            with open(tmp, "wb") as out:
-                size = copy_stream(response, out, progress)
-            expected = response.headers.get("Content-Length")
-            if expected is not None and expected.isdigit() and int(expected) != size:
-                raise FetchError(f"GET {url} failed: connection closed after {size} of {expected} bytes")
+        with part_file(dest) as tmp, open(tmp, "wb") as out:
+            while True:
+                breach_at = watch.next_breach_at()
+                wait = breach_at - time.monotonic()
+                limited = sock is not None and wait < timeout_s  # then a limit, not the read timeout, ends the read
+                if sock is not None:
+                    sock.settimeout(max(min(wait, timeout_s), 0.001))
+                try:
+                    chunk = response.read1(CHUNK)
+                except TimeoutError:
+                    if not limited:
+                        raise
+                    # the socket timed out when the limit broke: judge at that moment, whatever the clock rounding
+                    breach = watch.breach(max(time.monotonic(), breach_at))
+                    raise FetchError(f"GET {url} failed: {breach} ({received()} received)") from None
+                if not chunk:
+                    break
+                out.write(chunk)
+                progress.add(len(chunk))
+                now = time.monotonic()
+                watch.add(len(chunk), now)
+                breach = watch.breach(now)
+                if breach:
+                    raise FetchError(f"GET {url} failed: {breach} ({received()} received)")
+            if expected is not None and int(expected) != watch.total:
+                raise FetchError(f"GET {url} failed: connection closed after {received()}")
     except (OSError, http.client.HTTPException) as e:
         raise FetchError(f"GET {url} failed while reading the body: {_describe(e, url, timeout_s)}") from None
     progress.done()
-    return size
+    return watch.total
 
 
 def _body_excerpt(e: urllib.error.HTTPError) -> str:
@@ -199,3 +238,33 @@ def _describe(reason: object, url: str, timeout_s: float) -> str:
     if isinstance(reason, OSError) and reason.strerror:
         return reason.strerror
     return str(reason) or type(reason).__name__
+
+
+# --- the socket a response is read from ---------------------------------------------------------------------------
+
+
+class _SocketRecorder:
+    """Holds the socket of the last connection made, so the download loop can tighten its read timeout."""
+
+    sock: socket.socket | None = None
+
+
+def _opener(recorder: _SocketRecorder) -> urllib.request.OpenerDirector:
+    """urllib's usual opener (proxies, redirects, TLS) whose HTTP(S) connections report their socket."""
+
+    class Recording:
+        def do_open(self, http_class, req, **kwargs):  # type: ignore[no-untyped-def]
+            class Connection(http_class):  # type: ignore[misc, valid-type]
+                def connect(self) -> None:
+                    super().connect()
+                    recorder.sock = self.sock
+
+            return super().do_open(Connection, req, **kwargs)  # type: ignore[misc]
+
+    class HTTP(Recording, urllib.request.HTTPHandler):
+        pass
+
+    class HTTPS(Recording, urllib.request.HTTPSHandler):
+        pass
+
+    return urllib.request.build_opener(HTTP, HTTPS)

@@ -1,8 +1,16 @@
-"""The two standard polling source states and their text forms.
+"""The source states we record in ``AddData.newSourceState``: the two standard polling kinds and the push key.
 
 ``odf/last-modified`` values are written as RFC 3339 UTC text (what the reference implementation writes and
 parses); on reading we also accept RFC 1123 HTTP dates and integer milliseconds since the epoch, so states written
 by other tools still resume.  HTTP needs the RFC 1123 form, made by :func:`http_date`.
+
+A push with an idempotency key records ``{sourceName: <the AddPushSource's sourceName>, kind:
+odf-core/idempotency-key, value: <the key, verbatim>}``.  Why this shape: RFC 011 says a push source's state lives
+in ``AddData.newSourceState`` under the source's own name (so several push sources never mix their keys); the spec
+leaves ``kind`` open and RFC 009 asks readers to ignore kinds they do not know, so a kind of our own, outside the
+reserved ``odf/`` prefix, keeps the block valid ODF for any reader (plain strings in the FlatBuffers table) without
+pretending to be a standard state; the key is stored verbatim (not hashed) so ``odf log`` shows which push made
+which block.  Each keyed push block carries its own key, so the chain is the record of what was pushed.
 """
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ from odf_core.metadata.timestamp import InvalidTimestamp
 SOURCE_NAME = "default"
 KIND_ETAG = "odf/etag"
 KIND_LAST_MODIFIED = "odf/last-modified"
+KIND_PUSH_KEY = "odf-core/idempotency-key"
 
 _log = logging.getLogger("odf.ingest")
 
@@ -27,6 +36,10 @@ def etag_state(value: str) -> SourceState:
 
 def last_modified_state(ts: Timestamp) -> SourceState:
     return SourceState(source_name=SOURCE_NAME, kind=KIND_LAST_MODIFIED, value=ts.isoformat())
+
+
+def push_key_state(source_name: str, key: str) -> SourceState:
+    return SourceState(source_name=source_name, kind=KIND_PUSH_KEY, value=key)
 
 
 def prev_etag(state: SourceState | None) -> str | None:

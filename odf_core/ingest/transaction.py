@@ -7,6 +7,7 @@ idempotent (see :mod:`odf_core.commit`). ``pull`` runs the whole chain in one pr
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from odf_core.engine.protocol import (
     MergePhase,
     ReadPhase,
 )
-from odf_core.errors import OdfError
+from odf_core.errors import RefConflict
 from odf_core.identity import Multihash
 from odf_core.ingest.checkpoint import serves as checkpoint_serves
 from odf_core.ingest.errors import IngestError
@@ -39,6 +40,8 @@ from odf_core.ingest.fetch import FetchOptions
 from odf_core.ingest.fetch import fetch as fetch_source
 from odf_core.ingest.manifest import FetchedFile, FetchResult, read_fetch_manifest, read_prepare_manifest
 from odf_core.ingest.prepare import prepare as prepare_files
+from odf_core.ingest.push_keys import CommittedPush, check_key, default_not_before, find_push
+from odf_core.ingest.source_state import push_key_state
 from odf_core.ingest.staging import atomic_write_text
 from odf_core.metadata import DatasetKind, Timestamp
 from odf_core.metadata.yaml_serde import to_data
@@ -75,6 +78,8 @@ class IngestTransaction:
     base_head: str | None
     system_time: str
     source: str  # POLLING or a push source name
+    # a keyed push: its idempotency key, recorded in the block; base_head was checked to hold no block of it
+    push_key: str | None = None
 
     def to_ref(self) -> dict:
         return {"dataset": self.dataset, "txn_id": self.txn_id, "staging_dir": self.staging_dir}
@@ -111,6 +116,7 @@ class StepResult:
     watermark: str | None = None
     max_event_time: str | None = None
     up_to_date: bool = False
+    already_ingested: bool = False  # a keyed push found its block (block_hash) committed by an earlier attempt
 
     @classmethod
     def from_json(cls, text: str) -> "StepResult":
@@ -121,7 +127,16 @@ class StepResult:
 
 
 def _safe_txn_id(txn_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in txn_id)[:120] or "txn"
+    """The staging directory name of a transaction id: the id itself when it is a safe name, else a cleaned-up
+    prefix plus a digest, so that two different ids (say ``a/b`` and ``a_b``) never share a staging directory."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in txn_id)[:120].strip(".")
+    if safe == txn_id:
+        return safe
+    return f"{safe[:100]}-{hashlib.sha256(txn_id.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+
+
+def _staging_dir(ws: Workspace, state: ChainState, txn_id: str) -> str:
+    return os.path.join(staging_root(ws), str(state.dataset_id).removeprefix("did:odf:"), _safe_txn_id(txn_id))
 
 
 def begin(ws: Workspace, dataset: str, *, txn_id: str | None = None, source: str | None = None,
@@ -129,14 +144,16 @@ def begin(ws: Workspace, dataset: str, *, txn_id: str | None = None, source: str
     """Plan a transaction; with a known ``txn_id`` the existing plan is returned (an Airflow retry)."""
     handle = ws.get(dataset)
     state = handle.state()
-    if state.kind is not DatasetKind.ROOT:
-        raise IngestError(f"dataset '{handle.name}' is not a root dataset: it cannot ingest data")
     src = _resolve_source(handle, state, source)
     txn_id = _safe_txn_id(txn_id or f"{Timestamp.now().epoch_ns}-{uuid.uuid4().hex[:8]}")
-    staging = os.path.join(staging_root(ws), str(state.dataset_id).removeprefix("did:odf:"), txn_id)
-    existing = os.path.join(staging, TXN_FILE)
-    if os.path.exists(existing):
+    staging = _staging_dir(ws, state, txn_id)
+    if os.path.exists(os.path.join(staging, TXN_FILE)):
         return IngestTransaction.load(staging)
+    return _write_plan(handle, state, src, txn_id, staging, system_time)
+
+
+def _write_plan(handle: DatasetHandle, state: ChainState, src: str, txn_id: str, staging: str,
+                system_time: Timestamp | None = None, push_key: str | None = None) -> IngestTransaction:
     os.makedirs(staging, exist_ok=True)
     txn = IngestTransaction(
         dataset=str(handle.name),
@@ -146,13 +163,16 @@ def begin(ws: Workspace, dataset: str, *, txn_id: str | None = None, source: str
         base_head=str(state.head) if state.head else None,
         system_time=(system_time or Timestamp.now()).isoformat(),
         source=src,
+        push_key=push_key,
     )
-    atomic_write_text(existing, json.dumps(asdict(txn), indent=2))
+    atomic_write_text(os.path.join(staging, TXN_FILE), json.dumps(asdict(txn), indent=2))
     log.info("ingest transaction %s of %s planned on head %s", txn_id, handle.name, txn.base_head)
     return txn
 
 
 def _resolve_source(handle: DatasetHandle, state: ChainState, source: str | None) -> str:
+    if state.kind is not DatasetKind.ROOT:
+        raise IngestError(f"dataset '{handle.name}' is not a root dataset: it cannot ingest data")
     if source is None or source == POLLING:
         if state.polling_source is not None:
             return POLLING
@@ -357,6 +377,8 @@ def commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
             atomic_write_text(done, json.dumps(asdict(result)))
             return result
         source_state = fetched.new_source_state
+    elif txn.push_key is not None:
+        source_state = push_key_state(txn.source, txn.push_key)
     with open(txn.path(MERGE_FILE), encoding="utf-8") as f:
         merged = json.load(f)
     state = handle.state()
@@ -436,11 +458,93 @@ def pull(ws: Workspace, dataset: str, engine: Engine, *, once: bool = False,
 
 
 def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = None, engine: Engine,
-         txn_id: str | None = None) -> StepResult:
-    txn = begin(ws, dataset, source=source, txn_id=txn_id)
-    if txn.source == POLLING:
-        raise IngestError(f"dataset '{txn.dataset}' has no push source: use 'odf pull' for its polling source")
+         txn_id: str | None = None, not_before: Timestamp | None = None) -> StepResult:
+    """Ingest one file (or stdin) through a push source.
+
+    ``txn_id`` is the push's idempotency key: it is recorded in the committed block, and a push whose key is found
+    in the chain does nothing and returns that block (``already_ingested``), even after other pushes moved the head
+    and without its staging directory.  ``not_before``: no attempt of this key started before then (see
+    :mod:`odf_core.ingest.push_keys`; default: a week ago).
+    """
+    if txn_id is None:
+        txn = begin(ws, dataset, source=source)
+        if txn.source == POLLING:
+            raise IngestError(f"dataset '{txn.dataset}' has no push source: use 'odf pull' for its polling source")
+        stage_push_file(txn, path)
+        merge(ws, txn, engine, with_read=True)
+        return commit(ws, txn)
+    planned = begin_push(ws, dataset, txn_id, source=source, not_before=not_before)
+    if isinstance(planned, StepResult):
+        return planned
+    txn = planned
     if not os.path.exists(txn.path(COMMIT_FILE)):
         stage_push_file(txn, path)
         merge(ws, txn, engine, with_read=True)
+        head = _handle(ws, txn).chain.head()
+        if (str(head) if head else None) != txn.base_head:
+            # someone appended while we merged: the slice no longer fits; a retry plans again on the new head
+            raise RefConflict("refs/head", txn.base_head, str(head) if head else None)
     return commit(ws, txn)
+
+
+def begin_push(ws: Workspace, dataset: str, key: str, *, source: str | None = None,
+               not_before: Timestamp | None = None) -> IngestTransaction | StepResult:
+    """Plan a push with idempotency key ``key`` — or, when an earlier attempt committed it, that attempt's result
+    (``already_ingested``).  The plan's ``base_head`` is the head the chain was searched from."""
+    key = check_key(key)
+    handle = ws.get(dataset)
+    state = handle.state()
+    src = _resolve_source(handle, state, source)
+    if src == POLLING:
+        raise IngestError(f"dataset '{handle.name}' has no push source: use 'odf pull' for its polling source")
+    staging = _staging_dir(ws, state, key)
+    plan = _load_plan(staging, key, src)
+    if plan is not None:  # blocks down to its base_head were checked when it was made
+        found = find_push(handle.chain, src, key, start=state.head,
+                          stop=Multihash.parse(plan.base_head) if plan.base_head else None)
+    else:
+        found = find_push(handle.chain, src, key, start=state.head, not_before=not_before or default_not_before())
+    if found is not None:
+        log.info("push %s into %s was already ingested in block %s", key, handle.name, found.block_hash)
+        if plan is not None:
+            _cleanup_payload(plan)  # what the committing attempt did not live to remove
+        return _already_ingested(state, found)
+    if plan is not None and plan.base_head == (str(state.head) if state.head else None):
+        return plan
+    # no plan, or one made on an older head (the key is in none of the blocks since): plan again on this head
+    if os.path.exists(staging):
+        _remove_plan(staging)
+    return _write_plan(handle, state, src, _safe_txn_id(key), staging, push_key=key)
+
+
+def _load_plan(staging: str, key: str, source: str) -> IngestTransaction | None:
+    """The staged plan of this key and source, if any (a plan made some other way was not checked against it)."""
+    if not os.path.exists(os.path.join(staging, TXN_FILE)):
+        return None
+    try:
+        plan = IngestTransaction.load(staging)
+    except IngestError as e:
+        log.warning("ignoring the unreadable plan in %s: %s", staging, e)
+        return None
+    return plan if plan.push_key == key and plan.source == source else None
+
+
+def _remove_plan(staging: str) -> None:
+    """The plan goes first, so a crash half-way leaves a staging directory without one (which is re-planned)."""
+    plan = os.path.join(staging, TXN_FILE)
+    if os.path.exists(plan):
+        os.remove(plan)
+    shutil.rmtree(staging)
+
+
+def _already_ingested(state: ChainState, found: CommittedPush) -> StepResult:
+    ev = found.block.event
+    iv = ev.new_data.offset_interval if ev.new_data is not None else None
+    return StepResult(
+        num_records=(iv.end - iv.start + 1) if iv else 0,
+        offset_interval=(iv.start, iv.end) if iv else None,
+        block_hash=str(found.block_hash),
+        head=str(state.head),
+        watermark=str(ev.new_watermark) if ev.new_watermark else None,
+        already_ingested=True,
+    )

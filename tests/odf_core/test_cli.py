@@ -139,3 +139,43 @@ def test_console_script_exit_codes(tmp_path):
     assert r.returncode == 1 and r.stderr.startswith("odf: error:") and r.stderr.count("\n") == 1
     r = subprocess.run([odf, "-w", str(tmp_path / "nowhere"), "log", "../x"], capture_output=True, text=True)
     assert r.returncode == 1 and "../x" in r.stderr
+
+
+POLLED_YAML = """
+kind: DatasetSnapshot
+version: 1
+content:
+  name: polled
+  kind: Root
+  metadata:
+    - kind: SetPollingSource
+      fetch: {{kind: Url, url: "{url}"}}
+      read: {{kind: Csv, header: true, schema: ["v BIGINT"]}}
+      merge: {{kind: Append}}
+"""
+
+
+def test_pull_download_limits_from_flags(tmp_path, ws, capsys):
+    from odf_core.workspace import Workspace
+    from tests.odf_core.ingest.http_server import LocalHttpServer, Resource
+
+    server = LocalHttpServer().start()
+    try:
+        server.resources["/v.csv"] = Resource(b"v\n" + b"1\n" * 500, trickle=(10, 0.05))
+        url = server.url("/v.csv")
+        (tmp_path / "polled.yaml").write_text(POLLED_YAML.format(url=url))
+        assert run(capsys, "-w", ws, "add", str(tmp_path / "polled.yaml"))[0] == 0
+        head = Workspace.open(ws).get("polled").chain.head()
+        code, out, err = run(capsys, "-w", ws, "pull", "polled", "--fetch-deadline", "0.5", "--fetch-min-rate", "0")
+        assert code == 1 and out == "" and err.count("\n") == 1
+        assert err.startswith(f"odf: error: GET {url} failed: not finished within the deadline of 0.5 s (")
+        assert Workspace.open(ws).get("polled").chain.head() == head
+        assert not [p for p in Path(ws).rglob("*") if p.is_file() and "fetch" in p.parts]  # no half file left
+        code, _, err = run(capsys, "-w", ws, "pull", "polled", "--fetch-min-rate", "200", "--fetch-stall-window", "0.3")
+        assert code == 1 and "stalled: " in err and "below the minimum of 200 bytes/s" in err
+    finally:
+        server.stop()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["-w", ws, "pull", "polled", "--fetch-deadline", "0"])
+    assert exit_info.value.code == 2
+    assert "argument --fetch-deadline: expected a positive number of seconds, got '0'" in capsys.readouterr().err

@@ -97,3 +97,41 @@ def test_pull_recursive_ingest_tail_sql_verify_set_transform(tmp_path, capsys, s
     (tmp_path / "broken.yaml").write_text(yaml.safe_dump(broken))
     code, _, err = run(capsys, "-w", ws, "set-transform", "avg-rating", str(tmp_path / "broken.yaml"))
     assert code == 1 and "avg_rating" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_killed_odf_ingest_rerun_with_its_txn_id_ingests_once(tmp_path, capsys, spark):
+    """The issue's case: ``odf ingest`` killed right after its block went in, other pushes, then the re-run."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from odf_core.storage import crash_env, was_killed
+    from odf_core.workspace import Workspace
+
+    ws = str(tmp_path / ".odf")
+    (tmp_path / "root.yaml").write_text(ROOT)
+    assert run(capsys, "-w", ws, "init")[0] == 0 and run(capsys, "-w", ws, "add", str(tmp_path / "root.yaml"))[0] == 0
+    first, other = tmp_path / "first.ndjson", tmp_path / "other.ndjson"
+    first.write_text('{"event_time": "2024-01-01T10:00:00Z", "city": "Oslo", "rating": 4}\n'
+                     '{"event_time": "2024-01-01T11:00:00Z", "city": "Riga", "rating": 5}\n')
+    other.write_text('{"event_time": "2024-01-02T10:00:00Z", "city": "Kyiv", "rating": 3}\n')
+    odf = shutil.which("odf", path=str(Path(sys.executable).parent))
+    # the 1st head update is the SetDataSchema block, the 2nd the AddData block: die right after the data is in
+    killed = subprocess.run([odf, "-w", ws, "ingest", "ratings", str(first), "--txn-id", "upload-17",
+                             "--master", "local[1]"], env=crash_env("chain.after_head_update", 2),
+                            capture_output=True, text=True, timeout=300)
+    assert was_killed(killed.returncode), killed.stderr[-2000:]
+    committed = Workspace.open(ws).get("ratings").chain.head()
+
+    code, out, err = run(capsys, "-w", ws, "ingest", "ratings", str(other), "--txn-id", "upload-18")
+    assert code == 0 and "1 records" in out, err
+    code, out, err = run(capsys, "-w", ws, "ingest", "ratings", str(first), "--txn-id", "upload-17")
+    head = Workspace.open(ws).get("ratings").chain.head()
+    assert code == 0, err
+    assert out == f"ratings: already ingested in block {committed} (transaction upload-17), head {head}\n"
+    code, out, _ = run(capsys, "-w", ws, "sql", "select city, count(*) as n from ratings group by city order by city")
+    assert out.split() == ["city", "n", "Kyiv", "1", "Oslo", "1", "Riga", "1"], out
+    code, _, err = run(capsys, "-w", ws, "ingest", "ratings", str(first), "--txn-id", "two\nlines")
+    assert code == 1 and err.startswith("odf: error: idempotency key 'two\\nlines': expected") and err.count("\n") == 1

@@ -109,3 +109,20 @@ datasets:
     assert "datasets.c.d.fetch_options: fetch option 'glob_batch': expected true or false" in s.dataset_errors["c.d"]
     assert "unknown fetch option 'parallel' (allowed: timeout_s, glob_batch" in s.dataset_errors["e.f"]
     assert "expected a mapping of fetch options" in s.dataset_errors["g.h"]
+
+
+def test_download_limits_are_fetch_options(tmp_path):
+    from odf_core.ingest import FetchOptions
+
+    s = load_settings(sidecar(tmp_path, """
+defaults:
+  fetch_options: {deadline_s: 7200, min_bytes_per_s: 0, stall_window_s: 30}
+datasets:
+  a.b: {fetch_options: {min_bytes_per_s: -1}}
+  c.d: {fetch_options: {deadline_s: 0}}
+"""))
+    options = dict(s.defaults.fetch_options)
+    assert options == {"deadline_s": 7200.0, "min_bytes_per_s": 0, "stall_window_s": 30.0}
+    assert FetchOptions(**options).deadline_s == 7200.0
+    assert "fetch option 'min_bytes_per_s': expected a whole number >= 0" in s.dataset_errors["a.b"]
+    assert "fetch option 'deadline_s': expected a positive number of seconds" in s.dataset_errors["c.d"]

@@ -165,3 +165,60 @@ def test_a_kill_while_the_spark_job_is_starting_is_not_lost(monkeypatch, tmp_pat
     with pytest.raises(EngineError, match="was not started: the engine was killed"):
         engine.run_job([])
     assert not (tmp_path / "spark-submit.ran").exists()
+
+
+def _push_context(run_id: str, task_id: str = "push", map_index: int = -1, try_number: int = 1):
+    """What a push task's ``execute`` reads of Airflow's context (a real run gives the same fields)."""
+    from collections import defaultdict
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    return {"dag": SimpleNamespace(dag_id="odf__ratings"), "run_id": run_id,
+            "ti": SimpleNamespace(task_id=task_id, map_index=map_index, try_number=try_number),
+            "dag_run": SimpleNamespace(run_after=datetime(2026, 5, 1, 12, tzinfo=timezone.utc)),
+            "outlet_events": defaultdict(lambda: SimpleNamespace(extra={}))}
+
+
+def test_push_keys_are_fixed_per_task_instance_whatever_the_try():
+    from airflow_provider_odf.operators.ingest import first_try_bound, push_key
+    from odf_core.metadata import Timestamp
+
+    key = push_key(_push_context("manual__2026-05-01"), "com.example.ratings")
+    assert key == push_key(_push_context("manual__2026-05-01", try_number=3), "Com.Example.Ratings")
+    others = {push_key(_push_context("manual__2026-05-02"), "com.example.ratings"),
+              push_key(_push_context("manual__2026-05-01", task_id="push_b"), "com.example.ratings"),
+              push_key(_push_context("manual__2026-05-01", map_index=0), "com.example.ratings"),
+              push_key(_push_context("manual__2026-05-01", map_index=1), "com.example.ratings"),
+              txn_id("odf__ratings", "manual__2026-05-01", "com.example.ratings")}  # the fetch's transaction id
+    assert key not in others and len(others) == 5
+    assert first_try_bound(_push_context("r")) == Timestamp.parse("2026-05-01T11:00:00Z")  # run_after - 1 h
+    assert first_try_bound({"dag_run": None}) is None
+
+
+@pytest.mark.slow
+def test_a_retried_push_task_ingests_once_after_the_head_moved(monkeypatch, workspace, tmp_path):
+    """Try 1 commits; the head moves on; try 2 (on another worker: no staging) finds try 1's block."""
+    import shutil
+
+    from odf_core.ingest import transaction as tx
+    from odf_core.metadata import SetInfo
+
+    conn_env(monkeypatch, "odf_push", conn_type="odf", extra={
+        "workspace": workspace.url,
+        "engine_options": {"conf": {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}}})
+    first = tmp_path / "first.ndjson"
+    first.write_text('{"event_time": "2026-05-01T10:00:00Z", "city": "Oslo", "rating": 4}\n'
+                     '{"event_time": "2026-05-01T11:00:00Z", "city": "Riga", "rating": 5}\n')
+    op = OdfPushIngestOperator(task_id="push", dataset="com.example.ratings", path=str(first), odf_conn_id="odf_push")
+
+    try1 = op.execute(_push_context("manual__2026-05-01"))  # spark-submit, like a worker does
+    handle = workspace.get("com.example.ratings")
+    handle.chain.append_event(SetInfo(description="moved on"))
+    shutil.rmtree(tx.staging_root(workspace))
+    context = _push_context("manual__2026-05-01", try_number=2)
+    try2 = op.execute(context)
+
+    assert try2["block"] == try1["block"] and try2["head"] == str(handle.chain.head()) != try1["head"]
+    assert (try2["records"], try2["offsets"]) == (2, [0, 1])
+    assert (handle.state().num_records, handle.state().data_blocks) == (2, 1)  # nothing twice
+    assert next(iter(context["outlet_events"].values())).extra["block"] == try1["block"]  # the retry still wakes

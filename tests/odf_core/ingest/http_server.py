@@ -1,4 +1,5 @@
-"""A real HTTP server on 127.0.0.1 for fetch tests: validators, 304s, forced errors and slow answers."""
+"""A real HTTP server on 127.0.0.1 for fetch tests: validators, 304s, forced errors, slow answers and bodies that
+trickle or stop half-way."""
 from __future__ import annotations
 
 import email.utils
@@ -9,9 +10,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 @dataclass
 class Resource:
+    """``trickle``: send the body ``(n bytes, every s seconds)`` instead of at once; ``stall_after``: send only
+    that many bytes, then keep the connection open and silent until the server stops."""
+
     body: bytes
     etag: str | None = None
     last_modified: str | None = None  # RFC 1123
+    trickle: tuple[int, float] | None = None
+    stall_after: int | None = None
 
 
 @dataclass
@@ -79,7 +85,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(res.body)))
         self.end_headers()
         if body:
-            self.wfile.write(res.body)
+            self._send_body(res)
+
+    def _send_body(self, res: Resource) -> None:
+        stopping = self.server.stopping
+        data = res.body if res.stall_after is None else res.body[: res.stall_after]
+        step, every = res.trickle or (len(data), 0.0)
+        try:
+            for i in range(0, len(data), max(step, 1)):
+                if i and stopping.wait(every):
+                    return
+                self.wfile.write(data[i : i + step])
+                self.wfile.flush()
+            if res.stall_after is not None:
+                stopping.wait()  # silent, connection open: only the client's own limits end this
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up, as it should
+            return
 
     def _validators(self, res: Resource) -> None:
         if res.etag:
