@@ -9,6 +9,7 @@ test feeds the same strings to Spark and both must agree.
 Stricter than Spark's parser, on purpose (each would only fail later, or silently do something else):
 
 * a ``--`` comment: the entries are joined into one line, so it would swallow every column after it;
+* an empty entry: joined, it leaves a dangling comma;
 * an empty or duplicate (case-insensitive) column name: the readers refuse it when the job runs;
 * an entry that is a bare type (``INT``): Spark's parser reads it as a type, not as a column.
 
