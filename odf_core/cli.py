@@ -66,7 +66,7 @@ def cmd_add(args) -> int:
     ws = _workspace(args)
     docs = read_snapshot_files(_snapshot_files(args.paths, args.recursive))
     plan = plan_changes(ws, docs, "update" if args.update else "exist_ok" if args.exist_ok else "add")
-    plan.raise_problems()  # the whole batch is checked before anything is written
+    plan.raise_problems()  # the whole batch is checked before anything is written (evolved queries by Spark, below)
     for line in plan.skipped:
         print(line)
     evolves = any(isinstance(c.event, SetTransform) for c in plan.changes)
@@ -78,7 +78,7 @@ def cmd_add(args) -> int:
         else:
             print(change.message[:1].upper() + change.message[1:])
 
-    applied = apply_changes(ws, plan, engine=_engine(args) if evolves else None, on_change=report)
+    applied = apply_changes(ws, plan, engine=_engine(args) if evolves else None, atomic=True, on_change=report)
     if applied.failures:
         more = len(applied.failures) - 1
         raise OdfError(applied.failures[0] + (f" (and {more} more)" if more else ""))

@@ -367,30 +367,43 @@ class Applied:
     failures: list[str] = field(default_factory=list)  # changes refused while applying (e.g. by Spark)
 
 
-def apply_changes(ws: Workspace, plan: Plan, *, engine: Any = None, in_process: bool = True,
+def apply_changes(ws: Workspace, plan: Plan, *, engine: Any = None, in_process: bool = True, atomic: bool = False,
                   on_change: Callable[[Change, DatasetHandle], None] | None = None) -> Applied:
-    """Write the planned changes in order. Only a transform evolution can still be refused here (Spark validates
-    the query against its inputs): that dataset keeps its old transform, the other changes go ahead."""
-    from odf_core.transform import set_transform
+    """Write the planned changes in order. Transform evolutions are validated by Spark first (against the inputs
+    and the output schema already written), before anything is written: a refused one leaves its dataset as it is
+    and, with ``atomic``, the whole workspace (nothing is written); otherwise the other changes go ahead.
+
+    (A transform whose inputs are only created by this batch has nothing to be checked against yet: like
+    ``set_transform``, it is validated on the inputs' first data.)"""
+    from odf_core.transform import validate_transform
 
     out = Applied()
     failed: set[str] = set()
-    for ch in plan.changes:
-        key = DatasetAlias.parse(ch.name).name.key
+    validated: dict[int, MetadataEvent] = {}
+    for i, ch in enumerate(plan.changes):
+        if isinstance(ch.event, SetTransform) and not _has_new_input(ch, plan):
+            try:
+                if engine is None:
+                    raise OdfError("evolving a transform needs an engine to validate the query")
+                validated[i] = validate_transform(ws, ch.name, ch.event, engine=engine, in_process=in_process)
+            except OdfError as e:
+                out.failures.append(f"{ch.file}: {e}")
+                failed.add(_key(ch.snapshot))
+    if atomic and out.failures:
+        return out
+    for i, ch in enumerate(plan.changes):
+        key = _key(ch.snapshot)
         if key in failed:
             continue
         try:
             if ch.event is None:
                 handle = ws.create(ch.snapshot)
                 out.created.append(handle)
-            elif isinstance(ch.event, SetTransform):
-                if engine is None:
-                    raise OdfError("evolving a transform needs an engine to validate the query")
-                set_transform(ws, ch.name, ch.event, engine=engine, in_process=in_process)
-                handle = ws.get(ch.name)
             else:
                 handle = ws.get(ch.name)
-                handle.chain.append_event(ch.event)
+                if isinstance(ch.event, SetTransform) and i not in validated:
+                    validated[i] = validate_transform(ws, ch.name, ch.event, engine=engine, in_process=in_process)
+                handle.chain.append_event(validated.get(i, ch.event))
         except OdfError as e:
             out.failures.append(f"{ch.file}: {e}")
             failed.add(key)
@@ -399,6 +412,11 @@ def apply_changes(ws: Workspace, plan: Plan, *, engine: Any = None, in_process: 
         if on_change is not None:
             on_change(ch, handle)
     return out
+
+
+def _has_new_input(change: Change, plan: Plan) -> bool:
+    created = {_key(c.snapshot) for c in plan.changes if c.event is None}
+    return any(k in created for k in input_names(change.snapshot))
 
 
 def add_snapshots(ws: Workspace, snapshots: list[tuple[str, DatasetSnapshot]]) -> list[DatasetHandle]:

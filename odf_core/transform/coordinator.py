@@ -332,6 +332,14 @@ def set_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: S
                   in_process: bool = True) -> Multihash:
     """Query evolution: validate the new query with Spark against the inputs' schemas, check the output schema only
     adds columns, then append the new ``SetTransform``."""
+    event = validate_transform(ws, dataset, event, engine=engine, in_process=in_process)
+    return ws.get(dataset).chain.append_event(event)
+
+
+def validate_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: SparkEngine,
+                       in_process: bool = True) -> SetTransform:
+    """The checks of :func:`set_transform` without the append (so a batch can be validated before any write); returns
+    the event as it would be appended."""
     handle = ws.get(dataset)
     state = handle.state()
     if state.kind is not DatasetKind.DERIVATIVE:
@@ -364,7 +372,7 @@ def set_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: S
         else:
             log.warning("%s: inputs %s have no schema yet: the query is validated on their first data",
                         handle.name, ", ".join(missing))
-    return handle.chain.append_event(event)
+    return event
 
 
 def _check_output_evolution(old: pa.Schema, new_spark: dict, dataset: str) -> None:
