@@ -273,6 +273,9 @@ def _load_yaml_docs(text: str, file: str | None) -> list[YamlDoc]:
         problem = getattr(e, "problem", None) or str(e)
         if mark is None:
             raise MetadataError(f"invalid YAML: {problem}", file=file) from None
+        last = max(1, len(text.splitlines()))
+        if mark.line + 1 > last:  # an unexpected end of the file: say so, on its last line
+            raise MetadataError(f"invalid YAML (at the end of the file): {problem}", file=file, line=last) from None
         raise MetadataError(f"invalid YAML (column {mark.column + 1}): {problem}", file=file,
                             line=mark.line + 1) from None
     finally:

@@ -102,7 +102,7 @@ def test_broken_snapshot_becomes_its_own_failing_dag_and_the_rest_loads(folder, 
     assert "primaryKeyz" in bag.dags["odf__com_example_cities"].description
     # a file without a readable name: the folder's problem DAG
     (garbage_problem,) = problems["odf__definition_errors"]
-    assert garbage_problem.startswith(f"{garbage}:3: invalid YAML")
+    assert garbage_problem.startswith(f"{garbage}:2: invalid YAML (at the end of the file)")
     # trips-by-city reads cities: it cannot run without it, and neither can busy-cities after it.
     assert problems["odf__com_example_trips_by_city"] == [
         f"{folder / 'datasets' / 'trips-by-city.yaml'}: dataset 'com.example.trips-by-city': not scheduled: its "
