@@ -252,9 +252,7 @@ def _plan_update(ws: Workspace, doc: SnapshotDoc, creating: set[str]) -> tuple[l
             problem = _input_problem(ws, doc, creating)
             if problem is not None:
                 return [], problem
-            new_input = any(DatasetRef.parse(inp.dataset_ref).alias is not None
-                            and DatasetRef.parse(inp.dataset_ref).alias.name.key in creating for inp in ev.inputs)
-            if not new_input:
+            if not any(k in creating for k in input_names(snap)):  # else: nothing to compare with yet
                 wanted = ws.normalize_event(ev, snap)
                 if state.transform is not None and _same_transform(state.transform, wanted):
                     continue
@@ -287,7 +285,7 @@ def _plan_update(ws: Workspace, doc: SnapshotDoc, creating: set[str]) -> tuple[l
             sim.append(wanted)
         except ChainError as e:
             return [], doc.error_at(str(e), where)
-        # A transform is applied through set_transform (Spark validates it and normalizes it there).
+        # A transform is kept as written: apply_changes has Spark validate (and normalize) it.
         changes.append(Change(doc.file, str(handle.name), snap, what, ev if isinstance(ev, SetTransform) else wanted))
     return changes, None
 
@@ -323,11 +321,12 @@ def plan_changes(ws: Workspace, docs: list[SnapshotDoc], mode: Mode = "add") -> 
         plan.problems.append(f"dataset dependency cycle: {' -> '.join(cycle)} (files: {files})")
         bad.update(cycle)
 
+    existing = {str(h.name).lower() for h in ws.list()}
     creating: set[str] = set()
     for key in order:
         doc = good[key]
-        exists = ws.exists(doc.snapshot.name)
-        held = [i for i in input_names(doc.snapshot) if i in bad and not ws.exists(i)]
+        exists = key in existing
+        held = [i for i in input_names(doc.snapshot) if i in bad and i not in existing]
         if held and not exists:
             plan.problems.append(f"{doc.file}: dataset '{doc.snapshot.name}' is not added: its input "
                                  f"'{held[0]}' has a problem (see it)")

@@ -14,7 +14,7 @@ from typing import Iterable
 
 from odf_core.errors import OdfError
 from odf_core.identity import DatasetAlias, DatasetRef
-from odf_core.metadata import AddPushSource, DatasetKind, DatasetSnapshot, SetInfo, SetPollingSource, SetTransform
+from odf_core.metadata import AddPushSource, DatasetKind, SetInfo, SetPollingSource, SetTransform
 from odf_core.snapshot_read import SnapshotDoc, read_snapshot_file
 from odf_core.snapshot_read import snapshot_files as odf_snapshot_files
 

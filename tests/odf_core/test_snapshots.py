@@ -148,7 +148,8 @@ def test_a_removed_event_stays_in_force(synced):
 
 def test_the_kind_of_a_dataset_cannot_change(synced):
     ws, folder = synced
-    write(folder, {"ratings.yaml": snapshot("ratings", "Derivative", {**TRANSFORM, "inputs": [{"datasetRef": "cities"}]})})
+    derivative = snapshot("ratings", "Derivative", {**TRANSFORM, "inputs": [{"datasetRef": "cities"}]})
+    write(folder, {"ratings.yaml": derivative})
     result = sync_snapshots(ws, folder, engine=None)
     (problem,) = result.problems
     assert problem.startswith(f"{folder / 'ratings.yaml'}:5: content.kind: dataset 'ratings' is a Root dataset")

@@ -134,7 +134,8 @@ def test_bad_snapshot_names_file_path_and_value(tmp_path, data, path, problem, v
 @pytest.mark.parametrize("text,fragment", [
     ("kind: DatasetSnapshot\nversion: 1\ncontent: {name: x, kind: Root, metadata: [\n",
      ":3: invalid YAML (at the end of the file): "),
-    ("kind: DatasetSnapshot\nkind: MetadataBlock\nversion: 1\ncontent: {}\n", ":2: invalid YAML (column 1): duplicate key"),
+    ("kind: DatasetSnapshot\nkind: MetadataBlock\nversion: 1\ncontent: {}\n",
+     ":2: invalid YAML (column 1): duplicate key"),
     ("- just\n- a list\n", ":1: expected a manifest mapping"),
     ("", ": expected exactly one YAML document"),
 ])
