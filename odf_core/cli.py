@@ -41,11 +41,16 @@ def cmd_init(args) -> int:
 
 
 def _snapshot_files(paths: list[str], recursive: bool) -> list[Path]:
+    from odf_core.snapshots import snapshot_files
+
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            pattern = "**/*" if recursive else "*"
-            files += sorted(f for f in p.glob(pattern) if f.suffix in (".yaml", ".yml") and f.is_file())
+            found = snapshot_files(p, recursive=recursive)
+            if not found:
+                raise OdfError(f"{p}: no .yaml or .yml files" + ("" if recursive else " (--recursive also reads "
+                                                                               "its subfolders)"))
+            files += found
         elif p.is_file():
             files.append(p)
         else:
@@ -55,13 +60,30 @@ def _snapshot_files(paths: list[str], recursive: bool) -> list[Path]:
 
 @command("add")
 def cmd_add(args) -> int:
-    from odf_core.snapshots import add_snapshots, load_snapshot_files
+    from odf_core.metadata import SetTransform
+    from odf_core.snapshots import apply_changes, plan_changes, read_snapshot_files
 
     ws = _workspace(args)
-    snapshots = load_snapshot_files(_snapshot_files(args.paths, args.recursive))
-    for handle in add_snapshots(ws, snapshots):
-        st = handle.state()
-        print(f"Added {handle.name} ({st.kind.value}, {st.dataset_id})")
+    docs = read_snapshot_files(_snapshot_files(args.paths, args.recursive))
+    plan = plan_changes(ws, docs, "update" if args.update else "exist_ok" if args.exist_ok else "add")
+    plan.raise_problems()  # the whole batch is checked before anything is written (evolved queries by Spark, below)
+    for line in plan.skipped:
+        print(line)
+    evolves = any(isinstance(c.event, SetTransform) for c in plan.changes)
+
+    def report(change, handle) -> None:
+        if change.event is None:
+            st = handle.state()
+            print(f"Added {handle.name} ({st.kind.value}, {st.dataset_id})")
+        else:
+            print(change.message[:1].upper() + change.message[1:])
+
+    applied = apply_changes(ws, plan, engine=_engine(args) if evolves else None, atomic=True, on_change=report)
+    if applied.failures:
+        more = len(applied.failures) - 1
+        raise OdfError(applied.failures[0] + (f" (and {more} more)" if more else ""))
+    if args.update and not plan.changes:
+        print("Everything is up to date")
     return 0
 
 
@@ -372,6 +394,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("add", help="create datasets from DatasetSnapshot YAML files or folders")
     s.add_argument("paths", nargs="+")
     s.add_argument("--recursive", "-r", action="store_true")
+    how = s.add_mutually_exclusive_group()
+    how.add_argument("--exist-ok", action="store_true", help="skip datasets that already exist")
+    how.add_argument("--update", action="store_true",
+                     help="also bring existing datasets in line with their snapshots: append changed sources, "
+                          "transform (validated with Spark), info, license, attachments, schema, vocabulary")
+    _spark_options(s)  # evolved transforms are validated with Spark
     sub.add_parser("list", help="list datasets")
     s = sub.add_parser("log", help="show a dataset's metadata blocks, newest first")
     s.add_argument("dataset")

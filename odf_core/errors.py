@@ -13,17 +13,22 @@ class OdfError(Exception):
 
 
 class MetadataError(OdfError):
-    """Malformed metadata: names the source file, the property path and the offending value."""
+    """Malformed metadata: names the source file (and line, when read from YAML), the property path and the
+    offending value: ``FILE:LINE: PATH: problem (got VALUE)``."""
 
-    def __init__(self, problem: str, *, file: str | None = None, path: str = "", value: Any = ...):
+    def __init__(self, problem: str, *, file: str | None = None, path: str = "", value: Any = ...,
+                 line: int | None = None):
         self.problem = problem
         self.file = file
         self.path = path
         self.value = value
+        self.line = line
         super().__init__(self._format())
 
     def _format(self) -> str:
         where = self.file or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
         if self.path:
             where += f": {self.path}"
         msg = f"{where}: {self.problem}"
@@ -32,7 +37,10 @@ class MetadataError(OdfError):
         return msg
 
     def with_file(self, file: str) -> "MetadataError":
-        return MetadataError(self.problem, file=file, path=self.path, value=self.value)
+        return MetadataError(self.problem, file=file, path=self.path, value=self.value, line=self.line)
+
+    def with_line(self, line: int | None) -> "MetadataError":
+        return MetadataError(self.problem, file=self.file, path=self.path, value=self.value, line=line)
 
 
 class InvalidIdentifier(OdfError, ValueError):

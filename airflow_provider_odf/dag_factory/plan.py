@@ -1,8 +1,8 @@
 """A folder of DatasetSnapshot files → which DAGs to build, in dependency order, and what is wrong.
 
-Pure (no Airflow, no workspace): every problem becomes one message naming the file and the datasets involved and
-only excludes the datasets it concerns — a broken file, a duplicate name, a missing input, a cycle, or an input
-that is itself excluded. Everything else is planned.
+Pure (no Airflow, no workspace): every problem becomes one :class:`Problem` naming the file (and line) and the
+dataset it stops, and only excludes the datasets it concerns — a broken document, a duplicate name, a missing
+input, a cycle, or an input that is itself excluded. Everything else is planned.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Iterable
 
 from odf_core.errors import OdfError
 from odf_core.identity import DatasetAlias, DatasetRef
-from odf_core.metadata import AddPushSource, DatasetKind, DatasetSnapshot, SetInfo, SetPollingSource, SetTransform
-from odf_core.metadata.yaml_serde import iter_manifest_files
-from odf_core.snapshots import snapshot_files as odf_snapshot_files
+from odf_core.metadata import AddPushSource, DatasetKind, SetInfo, SetPollingSource, SetTransform
+from odf_core.snapshot_read import SnapshotDoc, read_snapshot_file
+from odf_core.snapshot_read import snapshot_files as odf_snapshot_files
 
 DAG_PREFIX = "odf__"
 SYNC_DAG_ID = f"{DAG_PREFIX}sync"
@@ -59,13 +59,33 @@ class DatasetPlan:
         return self.kind == "root" and self.source != "polling"
 
 
+@dataclass(frozen=True)
+class Problem:
+    """Why something is not scheduled: one line naming the file (and line). ``dataset`` is the dataset it stops,
+    as its snapshot names it; None for a problem of the folder (a file without a readable name, a reserved name)."""
+
+    message: str
+    dataset: str | None = None
+
+    @property
+    def dag_id(self) -> str:
+        """The DAG that shows this problem: the dataset's own DAG id, or the folder's problem DAG."""
+        if self.dataset is None or dag_id_of(self.dataset) in RESERVED_DAG_IDS:
+            return ERRORS_DAG_ID
+        return dag_id_of(self.dataset)
+
+
 @dataclass
 class FolderPlan:
     folder: str
     datasets: list[DatasetPlan] = field(default_factory=list)  # buildable, inputs before their users
-    errors: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     files: int = 0
-    seen: set[str] = field(default_factory=set)  # every dataset name read, built or not
+    seen: dict[str, str] = field(default_factory=dict)  # key -> name of every dataset read, built or not
+
+    @property
+    def errors(self) -> list[str]:
+        return [p.message for p in self.problems]
 
     def get(self, key: str) -> DatasetPlan | None:
         return next((d for d in self.datasets if d.key == key), None)
@@ -77,52 +97,67 @@ def snapshot_files(folder: Path) -> list[Path]:
     return odf_snapshot_files(folder)
 
 
-def _inputs(snapshot: DatasetSnapshot) -> tuple[str, ...]:
+def _inputs(doc: SnapshotDoc) -> tuple[str, ...]:
     names = []
-    for ev in snapshot.metadata:
+    for i, ev in enumerate(doc.snapshot.metadata):
         if isinstance(ev, SetTransform):
-            for i, inp in enumerate(ev.inputs):
+            for j, inp in enumerate(ev.inputs):
                 ref = DatasetRef.parse(inp.dataset_ref)
                 if ref.alias is None or ref.alias.account is not None:
-                    raise OdfError(
-                        f"content.metadata SetTransform.inputs[{i}].datasetRef: {inp.dataset_ref!r} cannot be "
-                        "scheduled on without a workspace: refer to the input by its dataset name"
-                    )
+                    raise doc.error_at("cannot be scheduled on without a workspace: refer to the input by its "
+                                       "dataset name", f"content.metadata[{i}].inputs[{j}].datasetRef",
+                                       inp.dataset_ref)
                 names.append(str(ref.alias.name))
     return tuple(dict.fromkeys(names))
 
 
-def describe(file: str, snapshot: DatasetSnapshot) -> DatasetPlan:
+def describe(doc: SnapshotDoc) -> DatasetPlan:
+    snapshot = doc.snapshot
     alias = DatasetAlias.parse(snapshot.name)
-    if alias.account is not None:
-        raise OdfError(f"content.name: {snapshot.name!r} has an account; a workspace is single-tenant")
     events = snapshot.metadata
     info = next((e for e in reversed(events) if isinstance(e, SetInfo)), None)
     description = info.description if info is not None else None
     if snapshot.kind == DatasetKind.ROOT:
         source = ("polling" if any(isinstance(e, SetPollingSource) for e in events)
                   else "push" if any(isinstance(e, AddPushSource) for e in events) else None)
-        return DatasetPlan(str(alias.name), file, "root", source=source, description=description)
-    return DatasetPlan(str(alias.name), file, "derivative", inputs=_inputs(snapshot), description=description)
+        return DatasetPlan(str(alias.name), doc.file, "root", source=source, description=description)
+    return DatasetPlan(str(alias.name), doc.file, "derivative", inputs=_inputs(doc), description=description)
 
 
-def _read(files: Iterable[Path], errors: list[str]) -> list[DatasetPlan]:
-    plans = []
+def _read(files: Iterable[Path], problems: list[Problem]) -> tuple[list[DatasetPlan], dict[str, SnapshotDoc]]:
+    """Plans of the valid snapshots, and the broken documents whose dataset name could still be read."""
+    plans: list[DatasetPlan] = []
+    broken: dict[str, SnapshotDoc] = {}
     for f in files:
         try:
-            docs = list(iter_manifest_files(f, expected="DatasetSnapshot"))
-            plans += [describe(str(f), s) for s in docs]
-        except OdfError as e:
-            text = str(e)
-            errors.append(text if text.startswith(str(f)) else f"{f}: {text}")
+            docs = read_snapshot_file(f)
         except Exception as e:  # a bug must not hide the other files' DAGs either
-            errors.append(f"{f}: {type(e).__name__}: {e}")
-    return plans
+            problems.append(Problem(f"{f}: {type(e).__name__}: {e}"))
+            continue
+        for doc in docs:
+            try:
+                if doc.error is not None:
+                    raise doc.error
+                plans.append(describe(doc))
+            except OdfError as e:
+                text = str(e)
+                problems.append(Problem(text if text.startswith(doc.file) else f"{doc.file}: {text}", doc.name))
+                if doc.key:
+                    broken.setdefault(doc.key, doc)
+    return plans, broken
 
 
-def _drop_clashes(plans: list[DatasetPlan], errors: list[str]) -> list[DatasetPlan]:
-    """Two snapshots of one dataset, or two names with one DAG id: none of them is built."""
+def _drop_clashes(plans: list[DatasetPlan], broken: dict[str, SnapshotDoc],
+                  problems: list[Problem]) -> list[DatasetPlan]:
+    """Two snapshots of one dataset (also when one of them is broken), or two names with one DAG id: none of them
+    is built."""
     bad: set[int] = set()
+    for i, d in enumerate(plans):
+        if d.key in broken:
+            problems.append(Problem(f"{d.key}: defined by more than one snapshot (names are case-insensitive): "
+                                    f"'{d.name}' in {d.file}; '{broken[d.key].name}' in {broken[d.key].file} "
+                                    "(which has a problem)", d.name))
+            bad.add(i)
     for problem, key in (("defined by more than one snapshot (names are case-insensitive)", lambda d: d.key),
                          ("datasets whose names give the same DAG id", lambda d: d.dag_id)):
         groups: dict[str, list[int]] = {}
@@ -132,11 +167,13 @@ def _drop_clashes(plans: list[DatasetPlan], errors: list[str]) -> list[DatasetPl
         for k, idx in groups.items():
             if len(idx) > 1:
                 who = "; ".join(f"'{plans[i].name}' in {plans[i].file}" for i in idx)
-                errors.append(f"{k}: {problem}: {who}")
+                for name in dict.fromkeys(plans[i].name for i in idx):
+                    problems.append(Problem(f"{k}: {problem}: {who}", name))
                 bad.update(idx)
     for i, d in enumerate(plans):
         if i not in bad and d.dag_id in RESERVED_DAG_IDS:
-            errors.append(f"{d.file}: dataset '{d.name}': DAG id '{d.dag_id}' is reserved for the factory's own DAG")
+            problems.append(Problem(f"{d.file}: dataset '{d.name}': DAG id '{d.dag_id}' is reserved for the "
+                                    "factory's own DAG", d.name))
             bad.add(i)
     return [d for i, d in enumerate(plans) if i not in bad]
 
@@ -231,23 +268,25 @@ def plan_folder(folder: str | Path) -> FolderPlan:
     root = Path(folder)
     plan = FolderPlan(str(root))
     if not root.is_dir():
-        plan.errors.append(f"{root}: snapshot folder does not exist")
+        plan.problems.append(Problem(f"{root}: snapshot folder does not exist"))
         return plan
     files = snapshot_files(root)
     plan.files = len(files)
-    read = _read(files, plan.errors)
-    plan.seen = {d.key for d in read}
-    plans = _drop_clashes(read, plan.errors)
+    read, broken = _read(files, plan.problems)
+    plan.seen = {**{k: d.name for k, d in broken.items() if d.name}, **{d.key: d.name for d in read}}
+    plans = _drop_clashes(read, broken, plan.problems)
     by_key = {d.key: d for d in plans}
 
     for d in plans:
         for name in d.inputs:
-            if name.lower() not in by_key:
-                plan.errors.append(f"{d.file}: dataset '{d.name}': input '{name}' has no valid DatasetSnapshot in {root}")
+            if name.lower() not in plan.seen:
+                plan.problems.append(Problem(f"{d.file}: dataset '{d.name}': input '{name}' has no valid "
+                                             f"DatasetSnapshot in {root}", d.name))
     for path in _cycles(by_key):
         files_in = ", ".join(sorted({by_key[k].file for k in path}))
         names = " -> ".join(by_key[k].name for k in path)
-        plan.errors.append(f"dataset dependency cycle: {names} (files: {files_in})")
+        for k in dict.fromkeys(path):
+            plan.problems.append(Problem(f"dataset dependency cycle: {names} (files: {files_in})", by_key[k].name))
         for k in path:
             by_key.pop(k, None)
     # Drop whatever depends on a missing or dropped input, until nothing changes.
@@ -259,9 +298,10 @@ def plan_folder(folder: str | Path) -> FolderPlan:
             if missing:
                 del by_key[k]
                 changed = True
-                if all(n.lower() in {p.key for p in plans} for n in missing):
-                    plan.errors.append(f"{d.file}: dataset '{d.name}': not scheduled: its input "
-                                       f"{', '.join(repr(n) for n in missing)} is not scheduled either (see its "
-                                       "problem)")
+                dropped = [n for n in missing if n.lower() in plan.seen]
+                if dropped:
+                    plan.problems.append(Problem(
+                        f"{d.file}: dataset '{d.name}': not scheduled: its input "
+                        f"{', '.join(repr(n) for n in dropped)} is not scheduled either (see its problem)", d.name))
     plan.datasets = _order(by_key)
     return plan

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_provider_odf.errors import OdfTaskError
 from airflow_provider_odf.hooks.odf import OdfHook
@@ -81,9 +81,12 @@ class OdfVerifyOperator(OdfBaseOperator):
 
 
 class OdfSyncOperator(BaseOperator):
-    """Bring the workspace in line with a folder of DatasetSnapshot files: add new datasets, evolve changed
-    transforms. This is the only place snapshots reach the workspace (never DAG parsing); a missing workspace is
-    created.
+    """Bring the workspace in line with a folder of DatasetSnapshot files: add new datasets, append what changed in
+    existing ones (sources, transform evolution validated by Spark, info, license ...). This is the only place
+    snapshots reach the workspace (never DAG parsing); a missing workspace is created.
+
+    A snapshot with a problem is left out and everything else is synced; the task then fails (without retries: the
+    files have to change first) listing the problems, which the DAG factory also shows as failing DAGs.
 
     :param folder: folder of snapshot YAML files (as the workers see it).
     """
@@ -100,21 +103,24 @@ class OdfSyncOperator(BaseOperator):
         self._engine: Any = None
 
     def execute(self, context: "Context") -> list[str]:
-        from odf_core import transform
+        from odf_core.snapshots import sync_snapshots
 
         hook = OdfHook(self.odf_conn_id, spark_conn_id=self.spark_conn_id)
         ws = hook.get_workspace(create=True)
         timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
         self._engine = hook.get_engine(timeout_s=timeout)
         self.log.info("Syncing workspace %s with %s", ws.url, self.folder)
-        from odf_core.snapshots import sync_snapshots
-
-        messages = sync_snapshots(ws, self.folder, engine=self._engine)
-        for m in messages:
+        result = sync_snapshots(ws, self.folder, engine=self._engine)
+        for m in result.messages:
             self.log.info("%s", m)
-        if not messages:
+        if not result.messages:
             self.log.info("Workspace already matches %s", self.folder)
-        return list(messages)
+        if result.problems:
+            for p in result.problems:
+                self.log.error("Not synced: %s", p)
+            raise AirflowFailException(f"{len(result.problems)} snapshot problem(s) in {self.folder} (everything "
+                                       f"else is synced): {result.problems[0]}")
+        return list(result.messages)
 
     def on_kill(self) -> None:
         if self._engine is not None:

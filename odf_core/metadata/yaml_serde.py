@@ -1,12 +1,15 @@
 """YAML form of metadata manifests (conformance §2).
 
 Reading validates everything a JSON Schema would (types, required and unknown properties, enum values, formats)
-and raises one :class:`~odf_core.errors.MetadataError` naming the file, the property path and the offending value.
+and raises one :class:`~odf_core.errors.MetadataError` naming the file, the line, the property path and the
+offending value (``FILE:LINE: PATH: problem (got VALUE)``).
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -225,14 +228,59 @@ def to_data(obj: Any) -> dict:
 MANIFEST_VERSIONS = {"DatasetSnapshot": 1, "MetadataBlock": 2}
 
 
-def _load_yaml_docs(text: str, file: str | None) -> list[Any]:
+@dataclass(frozen=True)
+class YamlDoc:
+    """One YAML document: its plain data and its node tree, which knows the line of every property path."""
+
+    data: Any
+    node: yaml.Node
+
+    def line_of(self, path: str) -> int:
+        """1-based line of ``path`` (``content.metadata[0].read.schema[1]``), or of its deepest existing ancestor
+        (a missing property is reported where its mapping is). A mapping key's own line, not its value's."""
+        node, line = self.node, self.node.start_mark.line
+        for step in _PATH_STEP.findall(path):
+            if isinstance(node, yaml.SequenceNode) and step.startswith("["):
+                i = int(step[1:-1])
+                if i >= len(node.value):
+                    break
+                node = node.value[i]
+                line = node.start_mark.line
+            elif isinstance(node, yaml.MappingNode) and not step.startswith("["):
+                hit = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == step), None)
+                if hit is None:
+                    break
+                line, node = hit[0].start_mark.line, hit[1]
+            else:
+                break
+        return line + 1
+
+
+_PATH_STEP = re.compile(r"\[\d+\]|[^.\[\]]+")
+
+
+def _load_yaml_docs(text: str, file: str | None) -> list[YamlDoc]:
+    loader = _Loader(text)
+    docs = []
     try:
-        return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
+        while loader.check_node():
+            node = loader.get_node()
+            data = loader.construct_document(node)
+            if data is not None:
+                docs.append(YamlDoc(data, node))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(e, "problem", None) or str(e)
-        raise MetadataError(f"invalid YAML: {where}{problem}", file=file) from None
+        if mark is None:
+            raise MetadataError(f"invalid YAML: {problem}", file=file) from None
+        last = max(1, len(text.splitlines()))
+        if mark.line + 1 > last:  # an unexpected end of the file: say so, on its last line
+            raise MetadataError(f"invalid YAML (at the end of the file): {problem}", file=file, line=last) from None
+        raise MetadataError(f"invalid YAML (column {mark.column + 1}): {problem}", file=file,
+                            line=mark.line + 1) from None
+    finally:
+        loader.dispose()
+    return docs
 
 
 def manifest_from_data(data: Any, file: str | None = None, expected: str | None = None) -> Any:
@@ -263,34 +311,74 @@ def manifest_from_data(data: Any, file: str | None = None, expected: str | None 
 _ENGINE_OPS = ("RawQueryRequest", "TransformRequest", "TransformResponseRoot", "RawQueryResponseRoot")
 
 
+@dataclass(frozen=True)
+class ManifestDoc:
+    """One document of a manifest file: the model object, or the error that stops it (with its line)."""
+
+    file: str | None
+    yaml: YamlDoc
+    value: Any = None
+    error: MetadataError | None = None
+
+    def line_of(self, path: str) -> int:
+        return self.yaml.line_of(path)
+
+    def error_at(self, problem: str, path: str, value: Any = ...) -> MetadataError:
+        """A problem found after parsing (e.g. an invalid DDL schema), located like a parse error."""
+        return MetadataError(problem, file=self.file, path=path, value=value, line=self.line_of(path))
+
+
+def _manifest_doc(doc: YamlDoc, file: str | None, expected: str | None) -> ManifestDoc:
+    try:
+        return ManifestDoc(file, doc, value=manifest_from_data(doc.data, file, expected))
+    except MetadataError as e:
+        return ManifestDoc(file, doc, error=e.with_line(doc.line_of(e.path)))
+
+
+def load_manifest_docs(text: str, file: str | None = None, expected: str | None = None) -> list[ManifestDoc]:
+    """Every document of a YAML text, each parsed on its own: one bad document does not hide the others. Raises
+    :class:`MetadataError` only when the text is not YAML at all."""
+    return [_manifest_doc(d, file, expected) for d in _load_yaml_docs(text, file)]
+
+
+def _ok(doc: ManifestDoc) -> Any:
+    if doc.error is not None:
+        raise doc.error
+    return doc.value
+
+
 def load_manifest(text: str, file: str | None = None, expected: str | None = None) -> Any:
-    docs = _load_yaml_docs(text, file)
+    docs = load_manifest_docs(text, file, expected)
     if len(docs) != 1:
         raise MetadataError(f"expected exactly one YAML document, found {len(docs)}", file=file)
-    return manifest_from_data(docs[0], file, expected)
+    return _ok(docs[0])
 
 
 def load_manifests(text: str, file: str | None = None, expected: str | None = None) -> list[Any]:
-    """All documents of a (possibly multi-document) YAML file."""
-    return [manifest_from_data(d, file, expected) for d in _load_yaml_docs(text, file)]
+    """All documents of a (possibly multi-document) YAML file; the first bad one raises."""
+    return [_ok(d) for d in load_manifest_docs(text, file, expected)]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise MetadataError(f"cannot read file: {e}", file=str(path)) from None
 
 
 def read_manifest_file(path: str | Path, expected: str | None = None) -> Any:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise MetadataError(f"cannot read file: {e}", file=str(path)) from None
-    return load_manifest(text, str(path), expected)
+    return load_manifest(_read_text(path), str(path), expected)
+
+
+def read_manifest_docs(path: str | Path, expected: str | None = None) -> list[ManifestDoc]:
+    """Every document of a manifest file, each parsed on its own (see :func:`load_manifest_docs`)."""
+    path = Path(path)
+    return load_manifest_docs(_read_text(path), str(path), expected)
 
 
 def iter_manifest_files(path: str | Path, expected: str | None = None) -> Iterator[Any]:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise MetadataError(f"cannot read file: {e}", file=str(path)) from None
-    yield from load_manifests(text, str(path), expected)
+    yield from (_ok(d) for d in read_manifest_docs(path, expected))
 
 
 def manifest_to_data(obj: Any) -> dict:

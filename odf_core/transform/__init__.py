@@ -7,6 +7,7 @@ from odf_core.transform.coordinator import (  # noqa: F401
     run,
     set_transform,
     upstream_order,
+    validate_transform,
     verify,
 )
 from odf_core.transform.engine_version import engine_version  # noqa: F401

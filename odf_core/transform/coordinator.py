@@ -356,6 +356,13 @@ def validate_query(ws: Workspace, engine: Engine, dataset: str, event: SetTransf
 def set_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: Engine) -> Multihash:
     """Query evolution: validate the new query with Spark against the inputs' schemas, check the output schema only
     adds columns (the chain's own rule), then append the new ``SetTransform``."""
+    event = validate_transform(ws, dataset, event, engine=engine)
+    return ws.get(dataset).chain.append_event(event)
+
+
+def validate_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: Engine) -> SetTransform:
+    """The checks of :func:`set_transform` without the append (so a batch can be validated before any write); returns
+    the event as it would be appended."""
     from odf_core.errors import SchemaEvolutionError
     from odf_core.metadata import DatasetSnapshot
     from odf_core.metadata.schema_evolution import check_schema_evolution
@@ -373,7 +380,7 @@ def set_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: E
             check_schema_evolution(decode_arrow_schema(state.schema), decode_arrow_schema(output))
         except SchemaEvolutionError as e:
             raise SchemaEvolutionError(f"dataset '{handle.name}': new query", e.problems) from None
-    return handle.chain.append_event(event)
+    return event
 
 
 # -- graph --------------------------------------------------------------------------------------------------------

@@ -79,9 +79,17 @@ def test_add_without_recursive_skips_subfolders(tmp_path, ws, capsys):
 
 
 @pytest.mark.parametrize("content,fragment", [
-    (ROOT_YAML.format(name="in^valid"), "content.name"),
-    (ROOT_YAML.format(name="x").replace("Append", "Merge"), "content.metadata[0].merge.kind"),
-    ("kind: DatasetSnapshot\nversion: 1\ncontent: [", "invalid YAML"),
+    (ROOT_YAML.format(name="in^valid"), ":5: content.name: "),
+    (ROOT_YAML.format(name="x").replace("Append", "Merge"), ":11: content.metadata[0].merge.kind: "),
+    ("kind: DatasetSnapshot\nversion: 1\ncontent: [", ":3: invalid YAML"),
+    ("", ": no DatasetSnapshot document in this file"),
+    ("# to do\n", ": no DatasetSnapshot document in this file"),
+    (ROOT_YAML.format(name="x").replace("v BIGINT", "v STRANG"),
+     ":10: content.metadata[0].read.schema[0]: invalid DDL column: unknown type 'STRANG' (did you mean STRING?)"),
+    # valid YAML and model, but a chain rule breaks: found before the good snapshot is created
+    (ROOT_YAML.format(name="x") + "    - kind: SetTransform\n      inputs: [{datasetRef: good}]\n"
+                                  "      transform: {kind: Sql, engine: spark, query: select 1}\n",
+     ":12: content.metadata[1]: SetTransform is only allowed in derivative datasets"),
 ])
 def test_add_bad_snapshot_one_line_error_nothing_created(tmp_path, ws, capsys, content, fragment):
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
@@ -89,8 +97,42 @@ def test_add_bad_snapshot_one_line_error_nothing_created(tmp_path, ws, capsys, c
     bad.write_text(content)
     code, out, err = run(capsys, "-w", ws, "add", str(good), str(bad))
     assert code == 1
-    assert err.count("\n") == 1 and str(bad) in err and fragment in err
+    assert err.count("\n") == 1 and err.startswith(f"odf: error: {bad}{fragment}"), err
     assert "good" not in run(capsys, "-w", ws, "list")[1]
+
+
+def test_add_exist_ok_skips_existing_datasets_with_a_line(tmp_path, ws, capsys):
+    snaps = tmp_path / "snaps"
+    (snaps / "sub").mkdir(parents=True)
+    (snaps / "a.yaml").write_text(ROOT_YAML.format(name="root.a"))
+    assert run(capsys, "-w", ws, "add", str(snaps / "a.yaml"))[0] == 0
+    (snaps / "sub" / "deriv.yaml").write_text(DERIV_YAML)
+    code, out, err = run(capsys, "-w", ws, "add", str(snaps), "--recursive")
+    assert code == 1 and "dataset 'root.a' already exists" in err and "--exist-ok skips it" in err
+    code, out, err = run(capsys, "-w", ws, "add", str(snaps), "--recursive", "--exist-ok")
+    assert code == 0, err
+    assert out.splitlines()[0] == f"root.a: already exists, skipped ({snaps / 'a.yaml'})"
+    assert out.splitlines()[1].startswith("Added deriv (Derivative, did:odf:")
+    code, out, _ = run(capsys, "-w", ws, "add", str(snaps), "-r", "--exist-ok")
+    assert code == 0 and out.count("already exists, skipped") == 2
+
+
+def test_add_update_reports_each_change_and_then_nothing(tmp_path, ws, capsys):
+    f = tmp_path / "a.yaml"
+    f.write_text(ROOT_YAML.format(name="a"))
+    assert run(capsys, "-w", ws, "add", str(f))[0] == 0
+    f.write_text(ROOT_YAML.format(name="a") + "    - {kind: SetInfo, description: ratings by app}\n")
+    code, out, err = run(capsys, "-w", ws, "add", "--update", str(f))
+    assert (code, out) == (0, f"Updated the info of a from {f}\n"), err
+    assert run(capsys, "-w", ws, "add", "--update", str(f))[1] == "Everything is up to date\n"
+
+
+def test_add_flags_exclude_each_other_and_empty_folders_are_errors(tmp_path, ws, capsys):
+    with pytest.raises(SystemExit):
+        main(["-w", ws, "add", "--exist-ok", "--update", str(tmp_path)])
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(capsys, "-w", ws, "add", str(tmp_path / "empty"))
+    assert code == 1 and f"{tmp_path / 'empty'}: no .yaml or .yml files" in err
 
 
 def test_add_existing_name_and_cycle(tmp_path, ws, capsys):

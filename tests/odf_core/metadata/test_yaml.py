@@ -132,17 +132,53 @@ def test_bad_snapshot_names_file_path_and_value(tmp_path, data, path, problem, v
 
 
 @pytest.mark.parametrize("text,fragment", [
-    ("kind: DatasetSnapshot\nversion: 1\ncontent: {name: x, kind: Root, metadata: [\n", "invalid YAML: line"),
-    ("kind: DatasetSnapshot\nkind: MetadataBlock\nversion: 1\ncontent: {}\n", "duplicate key"),
-    ("- just\n- a list\n", "expected a manifest mapping"),
-    ("", "expected exactly one YAML document"),
+    ("kind: DatasetSnapshot\nversion: 1\ncontent: {name: x, kind: Root, metadata: [\n",
+     ":3: invalid YAML (at the end of the file): "),
+    ("kind: DatasetSnapshot\nkind: MetadataBlock\nversion: 1\ncontent: {}\n",
+     ":2: invalid YAML (column 1): duplicate key"),
+    ("- just\n- a list\n", ":1: expected a manifest mapping"),
+    ("", ": expected exactly one YAML document"),
 ])
-def test_yaml_syntax_errors_name_the_file(tmp_path, text, fragment):
+def test_yaml_syntax_errors_name_the_file_and_line(tmp_path, text, fragment):
     f = tmp_path / "broken.yaml"
     f.write_text(text)
     with pytest.raises(MetadataError) as ei:
         read_manifest_file(f)
-    assert str(f) in str(ei.value) and fragment in str(ei.value)
+    assert str(ei.value).startswith(f"{f}{fragment}"), str(ei.value)
+
+
+LINES = """kind: DatasetSnapshot
+version: 1
+content:
+  name: x
+  kind: Root
+  metadata:
+    - kind: AddPushSource
+      sourceName: app
+      read:
+        kind: Csv
+        schema:
+          - a INT
+          - 7
+      merge:
+        kind: Ledger
+"""
+
+
+@pytest.mark.parametrize("edit,expected", [
+    ({}, ":13: content.metadata[0].read.schema[1]: expected a string"),  # a list item: its own line
+    ({"        kind: Csv": "        kind: Csv\n        colour: red"}, ":11: content.metadata[0].read.colour: unknown"),
+    ({"          - 7": "          - b INT"}, ":14: content.metadata[0].merge.primaryKey: missing required"),  # its mapping
+    ({"  kind: Root": "  kind: Leaf"}, ":5: content.kind: invalid DatasetKind"),
+    ({"    - kind: AddPushSource": "    - kind: AddPushSourze"}, ":7: content.metadata[0].kind: unknown"),
+])
+def test_property_errors_name_the_line(edit, expected):
+    text = LINES
+    for old, new in edit.items():
+        text = text.replace(old, new)
+    with pytest.raises(MetadataError) as ei:
+        load_manifest(text, "s.yaml")
+    assert str(ei.value).startswith("s.yaml" + expected), str(ei.value)
 
 
 @pytest.mark.parametrize("field,value,problem", [
