@@ -286,7 +286,7 @@ def cmd_engine_serve(args) -> int:
 
     conf = dict(kv.partition("=")[::2] for kv in args.conf)
     return serve(host=args.host, port=args.port, master=args.master, conf=conf,
-                 max_concurrency=args.max_concurrency, spark_submit=args.spark_submit)
+                 max_concurrency=args.max_concurrency, spark_submit=args.spark_submit, drain_s=args.drain_s)
 
 
 @command("engine status")
@@ -457,6 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-concurrency", type=int, default=4,
                    help="requests run at once; more wait in a queue of the same size, beyond it 'engine busy'")
     s.add_argument("--spark-submit", default="spark-submit", help="the spark-submit binary")
+    s.add_argument("--drain-s", type=float, default=30.0,
+                   help="on SIGTERM/Ctrl-C, seconds running requests get to finish before they are cancelled")
     s = eng.add_parser("status", help="health of a running engine")
     s.add_argument("--engine", metavar="URL", help="grpc://HOST:PORT (default $ODF_ENGINE_URL)")
 

@@ -52,5 +52,5 @@ def handle(spark: SparkSession, request: EngineRequest, *, kept: KeptReads | Non
         import pyspark
 
         return HealthResponse(engine_version=engine_version(), spark_version=pyspark.__version__,
-                              master=spark.sparkContext.master, running=0, max_concurrency=1, uptime_s=0)
+                              master=spark.sparkContext.master, running=0, queued=0, max_concurrency=1, uptime_s=0)
     raise TypeError(f"unknown engine request {type(request).__name__}")

@@ -216,9 +216,9 @@ class EngineServer:
         from spark_jobs.dispatch import engine_version
 
         with self._lock:
-            running = len(self._running)
+            running, queued = len(self._running), self._waiting
         return HealthResponse(engine_version=engine_version(), spark_version=pyspark.__version__,
-                              master=self.spark.sparkContext.master, running=running,
+                              master=self.spark.sparkContext.master, running=running, queued=queued,
                               max_concurrency=self.max_concurrency, uptime_s=int(time.monotonic() - self.started))
 
     # -- lifecycle --------------------------------------------------------------------------------------------------

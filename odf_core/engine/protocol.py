@@ -269,6 +269,7 @@ class HealthResponse(Model):
     spark_version: str = req(W.STR)
     master: str = req(W.STR)
     running: int = req(W.U64)
+    queued: int = req(W.U64)
     max_concurrency: int = req(W.U64)
     uptime_s: int = req(W.U64)
 

@@ -54,6 +54,8 @@ class RemoteEngine(Engine):
             self._call = future
         try:
             return future.result()
+        except grpc.FutureCancelledError:
+            raise EngineError(f"{what} was cancelled (the task was killed); the engine stops its Spark jobs") from None
         except grpc.RpcError as e:
             raise self._error(e, what) from None
         finally:

@@ -103,7 +103,7 @@ RESPONSES = [
     ValidateQueryResult(value=QueryResponseInvalidQuery(message="bad query")),
     SqlResult(value=SqlResponseSuccess(arrow_ipc=b"\xff" * 10, truncated=True)),
     RawQueryResponseRoot(value=RawQueryResponseSuccess(num_records=7)),
-    HealthResponse(engine_version="v", spark_version="4", master="local[2]", running=1, max_concurrency=4,
+    HealthResponse(engine_version="v", spark_version="4", master="local[2]", running=1, queued=0, max_concurrency=4,
                    uptime_s=3),
 ]
 
