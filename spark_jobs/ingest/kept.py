@@ -35,6 +35,7 @@ class KeptReads:
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self._items: OrderedDict[str, KeptRead] = OrderedDict()
         self._lock = threading.Lock()
+        self.reused = 0  # merges that found their read (for logs and tests)
 
     def put(self, key: str, item: KeptRead) -> None:
         with self._lock:
@@ -47,7 +48,9 @@ class KeptReads:
     def take(self, key: str) -> KeptRead | None:
         """The kept read, removed: a merge consumes it (a retried merge reads again, which is always correct)."""
         with self._lock:
-            return self._items.pop(key, None)
+            item = self._items.pop(key, None)
+            self.reused += item is not None
+            return item
 
     def __len__(self) -> int:
         with self._lock:

@@ -180,3 +180,37 @@ def test_whole_graph_dag_syncs_ingests_and_transforms_in_dependency_order(setup)
     assert state == "success" and tasks["g_cities.fetch"] == tasks["g_cities.commit"] == "skipped", tasks
     assert tasks["g_big_cities.transform"] == "skipped", tasks
     assert {n: setup.head(n) for n in heads} == heads
+
+
+@pytest.mark.spark
+def test_the_same_dags_through_a_long_lived_engine(setup, spark, monkeypatch):
+    """With ``engine_url`` on the odf connection every Spark step is a call to one warm engine (here served from the
+    test's Spark session): the root's Read task keeps its rows in the engine and its Merge task uses them."""
+    import os
+
+    from spark_jobs.server import EngineServer
+
+    g = setup.graph
+    engine = EngineServer(spark, "127.0.0.1", 0, max_concurrency=2, drain_s=5)
+    engine.start()
+    try:
+        conn_env(monkeypatch, "odf_default", conn_type="odf",
+                 extra={"workspace": str(setup.workspace), "engine_url": f"grpc://127.0.0.1:{engine.port}"})
+        served = setup.served / "cities.csv"
+        served.write_text(CITIES_CSV + "Porto,PT,231800\n")
+        later = served.stat().st_mtime + 10
+        os.utime(served, (later, later))
+        state, tasks = setup.run(g.cities, mark_success_pattern="wait_for_source")
+        assert state == "success" and tasks["merge"] == tasks["commit"] == "success", tasks
+        assert engine.kept.reused == 1 and len(engine.kept) == 0  # read once, in the Read task
+        assert "Porto" in {r["city"] for r in tail(setup.ws().get(g.cities), 100).to_pylist()}
+        state, tasks = setup.run(g.big_cities)
+        assert (state, tasks) == ("success", {"transform": "success", "verify": "success"})
+        pushed = setup.served / "more-ratings.ndjson"
+        pushed.write_text('{"event_time": "2024-01-02T10:00:00Z", "city": "Porto", "rating": 3}\n')
+        before = setup.ws().get(g.ratings).state().num_records
+        state, tasks = setup.run(g.ratings, run_conf={"path": str(pushed)})
+        assert (state, tasks) == ("success", {"push": "success", "verify": "success"})
+        assert setup.ws().get(g.ratings).state().num_records == before + 1
+    finally:
+        engine.shutdown(0)
