@@ -156,7 +156,7 @@ def spark_submit_floor(engine: Any, repetitions: int) -> list[float]:
     with tempfile.TemporaryDirectory(prefix="odf-bench-empty-") as tmp:
         script = os.path.join(tmp, "empty_job.py")
         Path(script).write_text(EMPTY_JOB)
-        return [seconds(lambda: engine.run_job(script, [], what="empty Spark job")) for _ in range(repetitions)]
+        return [seconds(lambda: engine.run_job([], what="empty Spark job", script=script)) for _ in range(repetitions)]
 
 
 def ensure_venv_path() -> None:

@@ -71,12 +71,13 @@ class SubmitEngine(Engine):
             except (OSError, DecodeError) as e:
                 raise EngineError(f"{what}: the Spark job wrote no readable response: {e}") from None
 
-    def run_job(self, args: list[str], *, timeout_s: float | None = None, what: str = "Spark job") -> float:
-        """Run ``spark-submit submit.py args``; the job's output is logged line by line as it comes."""
+    def run_job(self, args: list[str], *, timeout_s: float | None = None, what: str = "Spark job",
+                script: str | None = None) -> float:
+        """Run ``spark-submit submit.py args`` (or another ``script``); the job's output is logged line by line."""
         cmd = [self._submit_binary(), "--master", self.master]
         for k, v in {**DRIVER_CONF, **self.conf}.items():
             cmd += ["--conf", f"{k}={v}"]
-        cmd += [submit_script(), *args]
+        cmd += [script or submit_script(), *args]
         timeout_s = timeout_s if timeout_s is not None else self.timeout_s
         log.info("starting %s: %s", what, " ".join(cmd))
         start = time.monotonic()

@@ -34,7 +34,12 @@ ITEMS_PER_CHUNK = 1 << 20  # child items of a list column per chunk
 INT32_OFFSETS_LIMIT = 2**31  # encoded strings at least this long switch from binary to large_binary
 
 _LB = pa.large_binary()
-_NULL_MARKER = pa.scalar(b"\x00", _LB)
+
+
+@lru_cache(maxsize=1)
+def _null_marker() -> pa.Scalar:
+    """Built on first use: making a pyarrow scalar imports pandas (0.25 s), which a CLI command should not pay."""
+    return pa.scalar(b"\x00", _LB)
 
 
 class Hasher(Protocol):
@@ -168,7 +173,7 @@ def _encode_fixed(arr: pa.Array, width: int) -> pa.Array:
         return pa.Array.from_buffers(_LB, n, [None, _step_offsets(n, width, True),
                                               values.slice(off * width, n * width)])
     as_bytes = pa.Array.from_buffers(pa.binary(width), n, [validity, values], offset=off)
-    return pc.fill_null(as_bytes.cast(_LB), _NULL_MARKER)
+    return pc.fill_null(as_bytes.cast(_LB), _null_marker())
 
 
 def _encode_bool(arr: pa.Array) -> pa.Array:
