@@ -33,7 +33,7 @@ os.environ["AIRFLOW_HOME"] = str(AIRFLOW_HOME)  # before Airflow is imported: no
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark on this machine only (and no warning about it)
 
 from airflow_provider_odf.dag_factory.plan import SYNC_DAG_ID, DatasetPlan, plan_folder  # noqa: E402
-from airflow_provider_odf.testing import DagRun, FileServer, StandaloneAirflow  # noqa: E402
+from dags_examples.demo_support import DagRun, FileServer, StandaloneAirflow  # noqa: E402
 from odf_core.cli import main as odf  # noqa: E402
 from odf_core.errors import OdfError  # noqa: E402
 from odf_core.workspace import Workspace  # noqa: E402

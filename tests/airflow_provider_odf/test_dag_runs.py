@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_odf.assets import asset_uri
-from airflow_provider_odf.testing import FileServer
+from dags_examples.demo_support import FileServer
 from odf_core.query import tail
 from odf_core.workspace import Workspace
 

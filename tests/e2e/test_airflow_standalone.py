@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from airflow_provider_odf.assets import asset_uri
-from airflow_provider_odf.testing import FileServer, StandaloneAirflow, processes_with_env
+from dags_examples.demo_support import FileServer, StandaloneAirflow, processes_with_env
 from odf_core.chain.integrity import verify_integrity
 from odf_core.engine import LocalEngine
 from odf_core.query import tail

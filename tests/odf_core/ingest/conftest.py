@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from odf_core.ingest.podman_service import import_busybox_image, podman_missing, start_podman_service
+from .podman_service import import_busybox_image, podman_missing, start_podman_service
 from tests.odf_core.ingest.http_server import LocalHttpServer
 
 

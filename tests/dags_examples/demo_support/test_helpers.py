@@ -11,8 +11,8 @@ from email.utils import formatdate
 
 import pytest
 
-from airflow_provider_odf.testing import FileServer, StandaloneAirflow, processes_with_env
-from airflow_provider_odf.testing.standalone import _render_log_line
+from dags_examples.demo_support import FileServer, StandaloneAirflow, processes_with_env
+from dags_examples.demo_support.standalone import _render_log_line
 
 
 def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int:

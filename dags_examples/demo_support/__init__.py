@@ -1,7 +1,7 @@
 """Helpers to run ODF DAG folders in a real Airflow: a local file server standing in for a data publisher and a
-driver for ``airflow standalone`` through its REST API. Used by the end-to-end tests and the demo; stdlib only."""
-from airflow_provider_odf.testing.http_source import FileServer
-from airflow_provider_odf.testing.standalone import (
+driver for ``airflow standalone`` through its REST API. Used by the demo, the end-to-end tests and the benchmarks; stdlib only."""
+from dags_examples.demo_support.http_source import FileServer
+from dags_examples.demo_support.standalone import (
     AirflowApiError,
     DagRun,
     StandaloneAirflow,
