@@ -13,7 +13,10 @@ Run ``./dev demo`` (``python -m dags_examples.demo`` from the repository root). 
 5. finally ``odf list``, ``odf tail`` of the derivatives and ``odf verify`` of every dataset (integrity, and for
    derivatives a replay of every transformation compared by logical hash).
 
-``--keep`` leaves Airflow running at the end (UI and REST API) until Ctrl-C.
+Spark work goes to one warm engine (``odf engine serve``, started first, its log in ``build/demo/engine.log``) named
+by the connection's ``engine_url``; ``--spark-submit`` runs every Spark step as its own spark-submit job instead (what
+the generated DAGs do when no engine is configured). ``--keep`` leaves Airflow (UI and REST API) and the engine
+running until Ctrl-C. ``--timings FILE`` writes the phases' and tasks' times as JSON (``benchmarks/bench_engine.py``).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +37,7 @@ os.environ["AIRFLOW_HOME"] = str(AIRFLOW_HOME)  # before Airflow is imported: no
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark on this machine only (and no warning about it)
 
 from airflow_provider_odf.dag_factory.plan import SYNC_DAG_ID, DatasetPlan, plan_folder  # noqa: E402
-from dags_examples.demo_support import DagRun, FileServer, StandaloneAirflow  # noqa: E402
+from dags_examples.demo_support import DagRun, FileServer, StandaloneAirflow, free_port  # noqa: E402
 from odf_core.cli import main as odf  # noqa: E402
 from odf_core.errors import OdfError  # noqa: E402
 from odf_core.workspace import Workspace  # noqa: E402
@@ -126,10 +130,59 @@ def run_graph(af: StandaloneAirflow, datasets: list[DatasetPlan], say: Progress)
             say(f"{d.dag_id} ({r['run_type']}, woken by {', '.join(woken_by) or '-'}): {describe(af, run)}")
 
 
-def show(datasets: list[DatasetPlan]) -> None:
+class Engine:
+    """``odf engine serve`` in the background for the demo's tasks (and its ``odf`` commands)."""
+
+    def __init__(self, say: Progress) -> None:
+        say("starting the engine (odf engine serve)")
+        self.port = free_port()
+        self.url = f"grpc://127.0.0.1:{self.port}"
+        self.log = BUILD / "engine.log"
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "odf_core.cli", "engine", "serve", "--port",
+                                      str(self.port), "--master", "local[2]", "--conf",
+                                      "spark.sql.shuffle.partitions=4"],
+                                     stdout=subprocess.DEVNULL, stderr=self.log.open("w"))
+        self.started = t0
+        self.start_s = 0.0
+
+    def wait_ready(self, say: Progress) -> None:
+        """Spark starts while Airflow does: both are ready after the slower of the two."""
+        t0 = self.started
+        while "odf engine ready" not in self.log.read_text():
+            if self.proc.poll() is not None:
+                raise OdfError(f"the engine did not start: {self.log.read_text()[-2000:]}")
+            if time.monotonic() - t0 > 300:
+                raise OdfError(f"the engine did not start within 300 s (log {self.log})")
+            time.sleep(0.2)
+        self.start_s = time.monotonic() - t0
+        say(f"engine ready at {self.url} in {self.start_s:.0f} s (log {self.log.relative_to(HERE.parent)})")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def task_times(af: StandaloneAirflow, datasets: list[DatasetPlan]) -> list[dict]:
+    """Every task instance of the graph's DAG runs, with Airflow's own start, end and duration."""
+    out = []
+    for dag_id in [SYNC_DAG_ID, *(d.dag_id for d in datasets)]:
+        for r in af.runs(dag_id):
+            for ti in af.task_instances(dag_id, r["dag_run_id"]):
+                out.append({"dag_id": dag_id, "task_id": ti["task_id"], "state": ti["state"],
+                            "start": ti.get("start_date"), "end": ti.get("end_date"), "duration": ti.get("duration")})
+    return out
+
+
+def show(datasets: list[DatasetPlan], engine: "Engine | None") -> None:
     def cli(*argv: str) -> None:
         print(f"\n$ odf {' '.join(argv)}", flush=True)
-        if odf(["--workspace", str(WORKSPACE), *argv]) != 0:
+        spark = ["--engine", engine.url] if engine and argv[0] in ("verify",) else []
+        if odf(["--workspace", str(WORKSPACE), *argv, *spark]) != 0:
             raise OdfError(f"odf {' '.join(argv)} failed")
 
     cli("list")
@@ -141,9 +194,13 @@ def show(datasets: list[DatasetPlan]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    args.add_argument("--keep", action="store_true", help="leave Airflow running at the end until Ctrl-C")
-    keep = args.parse_args(argv).keep
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep", action="store_true", help="leave Airflow running at the end until Ctrl-C")
+    ap.add_argument("--spark-submit", action="store_true",
+                    help="one spark-submit job per Spark step instead of a warm engine")
+    ap.add_argument("--timings", metavar="FILE", help="write the phases' and tasks' times as JSON")
+    args = ap.parse_args(argv)
+    keep = args.keep
     say = Progress()
     plan = plan_folder(HERE / "datasets")
     if plan.errors:
@@ -154,35 +211,65 @@ def main(argv: list[str] | None = None) -> int:
     say(f"fresh {BUILD.relative_to(HERE.parent)}: AIRFLOW_HOME={AIRFLOW_HOME.relative_to(HERE.parent)} (SQLite), "
         f"workspace {WORKSPACE.relative_to(HERE.parent)}")
 
-    conn = {"conn_type": "odf", "extra": {"workspace": str(WORKSPACE), "engine_options": SPARK}}
-    af = StandaloneAirflow(AIRFLOW_HOME, HERE, env={"AIRFLOW_CONN_ODF_DEFAULT": json.dumps(conn)})
+    engine: Engine | None = None
+    af: StandaloneAirflow | None = None
+    timings: dict = {"mode": "spark-submit" if args.spark_submit else "engine"}
     try:
+        if not args.spark_submit:
+            engine = Engine(say)
+        extra = {"workspace": str(WORKSPACE), "engine_options": SPARK}
+        if engine is not None:
+            extra["engine_url"] = engine.url
+        conn = {"conn_type": "odf", "extra": extra}
+        af = StandaloneAirflow(AIRFLOW_HOME, HERE, env={"AIRFLOW_CONN_ODF_DEFAULT": json.dumps(conn)})
         with FileServer(HERE / "data" / "http", port=HTTP_PORT) as server:
             say(f"serving {(HERE / 'data' / 'http').relative_to(HERE.parent)} on {server.url()}")
             af.start()
             say(f"starting airflow standalone on {af.base_url} (dags_folder {HERE.relative_to(HERE.parent)}, "
                 f"log {af.log_path.relative_to(HERE.parent)})")
             af.wait_until_ready()
+            if engine is not None:
+                engine.wait_ready(say)
+                timings["engine_start_s"] = engine.start_s
             af.wait_for_dags([SYNC_DAG_ID, *(d.dag_id for d in plan.datasets)])
             say(f"airflow is up: {len(plan.datasets) + 1} DAGs parsed, no import errors")
+            t0 = time.monotonic()
             run_graph(af, plan.datasets, say)
-            show(plan.datasets)
+            timings["graph_s"] = time.monotonic() - t0
+            timings["tasks"] = task_times(af, plan.datasets)
+            show(plan.datasets, engine)
             print()
             say("done: every dataset ingested or derived through Airflow and verified")
+            if args.timings:
+                if engine is not None:
+                    timings["engine_log"] = engine.log.read_text()
+                Path(args.timings).write_text(json.dumps(timings, indent=2))
             if keep:
-                say(f"Airflow keeps running at {af.base_url} (user admin, password in "
-                    f"{AIRFLOW_HOME / 'simple_auth_manager_passwords.json.generated'}); Ctrl-C stops it")
+                say(f"Airflow keeps running: UI {af.base_url}, user admin, password {admin_password()}; "
+                    "Ctrl-C stops it")
                 while af.running():
                     time.sleep(1.0)
         return 0
     except KeyboardInterrupt:
         return 130
     except OdfError as e:
-        print(f"\ndemo failed: {e}\n\n{af.failure_report()}", file=sys.stderr)
+        print(f"\ndemo failed: {e}\n\n{af.failure_report() if af else ''}", file=sys.stderr)
         return 1
     finally:
-        stragglers = af.stop()
-        say("airflow stopped" + (f"; killed leftover processes: {stragglers}" if stragglers else ""))
+        if af is not None:
+            stragglers = af.stop()
+            say("airflow stopped" + (f"; killed leftover processes: {stragglers}" if stragglers else ""))
+        if engine is not None:
+            engine.stop()
+            say("engine stopped")
+
+
+def admin_password() -> str:
+    """The password ``airflow standalone`` generated for the user admin (shown for ``--keep``)."""
+    try:
+        return json.loads((AIRFLOW_HOME / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+    except (OSError, ValueError, KeyError):
+        return f"(see {AIRFLOW_HOME / 'simple_auth_manager_passwords.json.generated'})"
 
 
 if __name__ == "__main__":

@@ -232,9 +232,16 @@ def cmd_pull(args) -> int:
         if kind == "Derivative":
             from odf_core.transform.coordinator import run as run_transform
 
+            from odf_core.transform.coordinator import input_without_data
+
             res = run_transform(ws, name, engine=engine)
-            print(f"{name}: " + (f"{res.num_records} records, head {res.head}" if res and res.block_hash
-                                 else "up to date"))
+            if res and res.block_hash:
+                print(f"{name}: {res.num_records} records, head {res.head}")
+            elif (empty := input_without_data(ws, name)) is not None:
+                hint = "it is pushed to, not pulled" if args.recursive else "pull it first, or pull with --recursive"
+                print(f"{name}: waiting: its input '{empty}' has no data yet ({hint})")
+            else:
+                print(f"{name}: up to date")
             continue
         for r in pull(ws, name, engine, once=args.once, options=options):
             if r.block_hash:

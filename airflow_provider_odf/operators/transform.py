@@ -39,7 +39,10 @@ class OdfTransformOperator(OdfCommittingOperator):
         self.log.info("%s: transforming new input data (transaction %s)", self.dataset, tid)
         result = transform.run(self.workspace(), self.dataset, engine=self.engine(), txn_id=tid)
         if result is None:
-            raise AirflowSkipException(f"{self.dataset}: the inputs have no new data, nothing to transform")
+            empty = transform.input_without_data(self.workspace(), self.dataset)
+            raise AirflowSkipException(f"{self.dataset}: input '{empty}' has no data yet, nothing to transform"
+                                       if empty else f"{self.dataset}: the inputs have no new data, nothing to "
+                                       "transform")
         summary = result_summary(self.dataset, result)
         self.log.info("%s: committed block %s, %s record(s), offsets %s, watermark %s; head is now %s",
                       self.dataset, summary["block"], summary["records"], summary["offsets"], summary["watermark"],

@@ -328,7 +328,7 @@ class StandaloneAirflow:
     def _finished(run: DagRun) -> DagRun | None:
         return run if run.state in TERMINAL else None
 
-    def _wait(self, probe: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 2.0) -> Any:
+    def _wait(self, probe: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.5) -> Any:
         deadline = time.monotonic() + timeout_s
         while True:
             self._check_alive()

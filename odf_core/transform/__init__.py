@@ -4,6 +4,7 @@ from odf_core.transform.coordinator import (  # noqa: F401
     TransformError,
     TransformResult,
     VerifyReport,
+    input_without_data,
     run,
     set_transform,
     upstream_order,

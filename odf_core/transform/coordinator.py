@@ -208,6 +208,16 @@ def run_engine(engine: Engine, request: OdfTransformRequest, dataset: str) -> Od
     return response
 
 
+def input_without_data(ws: Workspace, dataset: str) -> str | None:
+    """The name of the derivative's first input that has no data yet (its transform waits for it), or None."""
+    st = _transform_of(ws.get(dataset).state(), dataset)
+    for inp in st.inputs:
+        h = _input_handle(ws, inp.dataset_ref, dataset)
+        if h.state().last_offset is None:
+            return str(h.name)
+    return None
+
+
 # -- one transaction ----------------------------------------------------------------------------------------------
 
 

@@ -67,12 +67,18 @@ def test_pull_recursive_ingest_tail_sql_verify_set_transform(tmp_path, capsys, s
     (tmp_path / "derived.yaml").write_text(DERIVED)
     assert run(capsys, "-w", ws, "init")[0] == 0
     assert run(capsys, "-w", ws, "add", str(tmp_path))[0] == 0
+    code, out, err = run(capsys, "-w", ws, "pull", "avg-rating")
+    assert (code, out) == (0, "avg-rating: waiting: its input 'ratings' has no data yet (pull it first, or pull "
+                              "with --recursive)\n"), err
     data = tmp_path / "r.ndjson"
     data.write_text('{"event_time": "2024-01-01T10:00:00Z", "city": "Oslo", "rating": 4}\n'
                     '{"event_time": "2024-01-01T11:00:00Z", "city": "Oslo", "rating": 2}\n'
                     '{"event_time": "2024-01-01T12:00:00Z", "city": "Riga", "rating": 5}\n')
     code, out, err = run(capsys, "-w", ws, "ingest", "ratings", str(data), "--master", "local[2]")
     assert code == 0 and "3 records" in out, err
+    code, out, err = run(capsys, "-w", ws, "pull", "avg-rating")
+    assert (code, out) == (0, "avg-rating: waiting: its input 'cities' has no data yet (pull it first, or pull "
+                              "with --recursive)\n"), err
     code, out, err = run(capsys, "-w", ws, "pull", "avg-rating", "--recursive", "--master", "local[2]")
     assert code == 0, err
     assert out.index("cities:") < out.index("avg-rating:") and "2 records" in out
