@@ -89,6 +89,34 @@ def time_format_options(step: Any) -> dict[str, str]:
     return opts
 
 
+def check_encoding(inp: IngestInputFile, encoding: str, chunk_bytes: int = 16 << 20) -> None:
+    """Text inputs must decode in their declared encoding: Spark would silently replace bad bytes with U+FFFD.
+    One streaming pass with Python's codec (C speed); the error names the line of the first bad byte."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    newline = None if codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")) else "\n".encode(encoding)
+    line, consumed = 1, 0
+    with open(inp.path, "rb") as f:
+        while True:
+            chunk = f.read(chunk_bytes)
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as e:
+                start = max(e.start, 0)
+                bad = chunk[start:start + 4]
+                if newline is None:
+                    raise InvalidInput(f"cannot read {inp.display_name}: byte {consumed + start}: bytes {bad!r} are "
+                                       f"not valid {encoding} text (set the read step's encoding)",
+                                       file=inp.display_name) from None
+                line += chunk[:start].count(newline)
+                raise InvalidInput(f"cannot read {inp.display_name}: line {line}: bytes {bad!r} are not valid "
+                                   f"{encoding} text (set the read step's encoding)", file=inp.display_name,
+                                   line=line) from None
+            if not chunk:
+                return
+            line += chunk.count(newline) if newline else 0
+            consumed += len(chunk)
+
+
 def read_input(spark: SparkSession, step: Any, inp: IngestInputFile, work: WorkDir) -> tuple[DataFrame, SourceInfo]:
     """Read one prepared file with its ODF read step (FAILFAST: malformed values raise when Spark runs)."""
     if not os.path.exists(inp.path):

@@ -12,7 +12,15 @@ from odf_core.engine.protocol import IngestInputFile
 from odf_core.metadata import ReadStepJson, ReadStepNdJson
 from spark_jobs.columns import col
 from spark_jobs.errors import InvalidInput
-from spark_jobs.ingest.readers import SourceInfo, WorkDir, encoding_of, reader, schema_of, time_format_options
+from spark_jobs.ingest.readers import (
+    SourceInfo,
+    WorkDir,
+    check_encoding,
+    encoding_of,
+    reader,
+    schema_of,
+    time_format_options,
+)
 
 
 def read_ndjson_file(spark: SparkSession, path: str, schema: StructType | None, opts: dict[str, str],
@@ -87,6 +95,7 @@ def load_json_document(inp: IngestInputFile, encoding: str) -> Any:
 def read_ndjson(spark: SparkSession, step: ReadStepNdJson, inp: IngestInputFile, work: WorkDir
                 ) -> tuple[DataFrame, SourceInfo]:
     enc = encoding_of(step.encoding)
+    check_encoding(inp, enc)
     opts = dict(time_format_options(step))
     if enc != "utf-8":
         opts.update(encoding=enc, lineSep="\n")

@@ -248,3 +248,36 @@ def test_has_new_data_probe(ws, engine, http_server, tmp_path):
     assert not has_new_data(ws, "globbed")
     (src / "a-2.csv").write_text("city,population\nB,1\n")
     assert has_new_data(ws, "globbed")
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"<html><body>Service temporarily unavailable</body></html>\n",
+     "line 1: the header has 1 field(s) but the read schema declares 2 column(s): '<html><body>Service"),
+    (b"city,population,area\nA,1,2\n", "line 1: the header has 3 field(s) but the read schema declares 2"),
+    (b"city,population\nA,1\nB\n", "line 3: expected 2 columns, found 1"),
+    (b"city,population\nA,1\nB,2,3\n", "line 3: expected 2 columns, found 3"),
+    (b'city,population\nA,1\n"B,2\nC,3\n', "line 3"),
+    (b"city,population\nA,1\nZ\xfcrich,2\n", "line 3: bytes b'\\xfcric' are not valid utf-8 text"),
+])
+def test_malformed_snapshot_is_refused_and_nothing_is_retracted(ws, engine, http_server, body, message):
+    """A 200 answer that is not the data (an HTML error page, a changed layout, broken bytes) must not become an
+    empty snapshot that retracts every row: an error naming the URL and line, the dataset untouched."""
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\nB,2\n", etag='"e1"')
+    h = _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
+    tx.pull(ws, "cities", engine)
+    head = h.chain.head()
+    http_server.resources["/c.csv"] = Resource(body, etag='"e2"')
+    with pytest.raises(tx.InvalidInput) as ei:
+        tx.pull(ws, "cities", engine)
+    assert http_server.url("/c.csv") in str(ei.value) and message in str(ei.value), str(ei.value)
+    assert h.chain.head() == head and h.state().num_records == 2
+    assert verify_integrity(h.store).ok
+
+
+def test_an_empty_snapshot_with_its_header_is_legal(ws, engine, http_server):
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\nB,2\n", etag='"e1"')
+    h = _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
+    tx.pull(ws, "cities", engine)
+    http_server.resources["/c.csv"] = Resource(b"city,population\n", etag='"e2"')
+    tx.pull(ws, "cities", engine)
+    assert [(r["op"], r["city"]) for r in _rows(h)[-2:]] == [(1, "A"), (1, "B")]  # everything retracted, on purpose
