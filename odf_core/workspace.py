@@ -88,11 +88,9 @@ class Workspace:
     # -- lookup -------------------------------------------------------------------------------------------------
 
     def _dataset_dirs(self) -> list[str]:
-        names = set()
-        for key in self.store.list(DATASETS):
-            parts = key.split("/")
-            if len(parts) >= 4 and parts[2] == "refs" and parts[3] == "head":
-                names.add(parts[1])
+        """Directories of ``datasets/`` with a head (one level: the datasets' own files are not walked)."""
+        names = [n for n in self.store.list_dirs(DATASETS)
+                 if self.store.exists(f"{DATASETS}/{n}/{DatasetLayout.head_ref}")]
         return sorted(names, key=str.lower)
 
     def list(self) -> list[DatasetHandle]:

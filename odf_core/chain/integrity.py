@@ -74,7 +74,10 @@ def verify_integrity(store: ObjectStore, *, check_data: bool = True) -> Integrit
             return report.fail(f"breaks a chain rule: {e}", h, block.sequence_number)
         ev = block.event
         if check_data and isinstance(ev, (AddData, ExecuteTransform)):
-            problem = _check_files(store, ev, state, physical_hash, logical_hash_file, report)
+            try:
+                problem = _check_files(store, ev, state, physical_hash, logical_hash_file, report)
+            except OdfError as e:  # unreadable file, a symlink out of the store, ...
+                problem = str(e)
             if problem:
                 return report.fail(problem, h, block.sequence_number)
         state = fold(state, block, h)
