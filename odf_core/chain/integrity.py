@@ -1,6 +1,7 @@
 """Integrity verification of a dataset: blocks, links, chain rules and every data/checkpoint file.
 
-Walks the chain from the Seed forward so the report names the *first* bad block or file and what differs.
+Walks the chain from the Seed forward so the report names the *first* bad block or file and what differs. The cached
+state (``info/summary``) must agree with the state folded from the blocks at the head it names.
 This is the cheap check; verification by reproducing transformations lives with the transform engine.
 """
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import BinaryIO, Iterator
 
 from odf_core.chain.metadata_chain import MetadataChain
 from odf_core.chain.rules import validate_append
-from odf_core.chain.state import ChainState, fold
+from odf_core.chain.state import ChainState, first_difference, fold
+from odf_core.chain.summary import SUMMARY_KEY
 from odf_core.errors import OdfError
 from odf_core.hashing.sources import open_parquet
 from odf_core.identity import Multihash
@@ -46,6 +48,7 @@ def verify_integrity(store: ObjectStore, *, check_data: bool = True) -> Integrit
 
     report = IntegrityReport()
     chain = MetadataChain(store)
+    stored = chain.read_summary()  # before the head: a summary written since is then at an ancestor of it
     try:
         head = chain.head()
     except OdfError as e:
@@ -81,7 +84,20 @@ def verify_integrity(store: ObjectStore, *, check_data: bool = True) -> Integrit
             if problem:
                 return report.fail(problem, h, block.sequence_number)
         state = fold(state, block, h)
+        if stored is not None and stored.state is not None and stored.state.head == h:
+            diff = first_difference(stored.state, state)
+            if diff:
+                return report.fail(f"{SUMMARY_KEY} disagrees with the chain at this block: {diff} (summary vs "
+                                   f"blocks); it is only a cache: {_REBUILD}", h, block.sequence_number)
+            stored = None
+    if stored is not None:
+        what = ("is unreadable" if stored.state is None
+                else f"is at block {stored.state.head}, which is not in this chain")
+        return report.fail(f"{SUMMARY_KEY} {what}; it is only a cache: {_REBUILD}")
     return report
+
+
+_REBUILD = "delete it, or let any command that reads the dataset through its workspace rebuild it"
 
 
 def _check_files(store, ev, state: ChainState, physical_hash, logical_hash_file, report) -> str | None:
