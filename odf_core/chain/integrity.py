@@ -91,7 +91,7 @@ def verify_integrity(store: ObjectStore, *, check_data: bool = True) -> Integrit
                                    f"blocks); it is only a cache: {_REBUILD}", h, block.sequence_number)
             stored = None
     if stored is not None:
-        what = ("is unreadable" if stored.state is None
+        what = (f"cannot be used: {stored.problem}" if stored.state is None
                 else f"is at block {stored.state.head}, which is not in this chain")
         return report.fail(f"{SUMMARY_KEY} {what}; it is only a cache: {_REBUILD}")
     return report

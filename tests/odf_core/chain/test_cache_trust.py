@@ -31,9 +31,12 @@ def _commit_slice(h, tmp_path, n: int, day: int):
 
 
 def _edit_summary(store, edit) -> None:
-    doc = json.loads(store.get(SUMMARY_KEY))
-    edit(doc["state"] if "state" in doc else doc)
-    store.put(SUMMARY_KEY, json.dumps(doc).encode())
+    """Edit the state fields of the stored summary (a header line + the state, or one JSON object), keeping the rest."""
+    header, sep, body = store.get(SUMMARY_KEY).partition(b"\n")
+    doc = json.loads(body if sep else header)
+    edit(doc)
+    edited = json.dumps(doc).encode()
+    store.put(SUMMARY_KEY, header + sep + edited if sep else edited)
 
 
 def _root_with_data(tmp_path):
@@ -78,12 +81,12 @@ def test_verify_reports_a_summary_that_disagrees_with_the_chain(tmp_path, capsys
     assert verify_integrity(h.store).ok
 
 
-@pytest.mark.parametrize("content", [b"{not json", b'{"format": 2, "state": {"head": "nonsense"}}'])
+@pytest.mark.parametrize("content", [b"{not json", b'{"format": 2}\n{"head": "nonsense"}'])
 def test_verify_reports_an_unreadable_summary(tmp_path, content):
     _, h = _root_with_data(tmp_path)
     h.store.put(SUMMARY_KEY, content)
     report = verify_integrity(h.store)
-    assert not report.ok and f"{SUMMARY_KEY} is unreadable" in report.problem
+    assert not report.ok and f"{SUMMARY_KEY} cannot be used: unreadable (" in report.problem
     assert h.state() == h.chain.rebuild_state()  # and the cache is rebuilt on the next read
     assert verify_integrity(h.store).ok
 
