@@ -90,14 +90,12 @@ class Workspace:
     def init(cls, location: str | os.PathLike) -> "Workspace":
         store = ObjectStore.open(location)
         store.put("workspace.version", b"1")
-        ws = cls(store)
-        ws.summary_key()
-        return ws
+        return cls(store)  # the summary key is created with the first dataset handle
 
     # -- the key that authenticates cached chain state --------------------------------------------------------
 
     def summary_key(self) -> bytes | None:
-        """The workspace's summary key, created on first use (older workspaces have none yet).
+        """The workspace's summary key, created on first use (by the first dataset handle; older workspaces have none).
 
         None when it cannot be created (a read-only store): datasets then fold their chains instead of trusting a
         summary. Racing creators agree: the first published key wins and everyone reads that one.

@@ -160,9 +160,9 @@ content:
 
 def test_summary_key_is_private_and_outside_every_dataset(tmp_path):
     ws = Workspace.init(tmp_path / "ws")
+    h = new_root(ws)
     path = ws.store.local_path(SUMMARY_KEY_FILE)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and len(bytes.fromhex(open(path).read())) == 32
-    h = new_root(ws)
     assert not h.store.root.startswith(os.path.dirname(path))
     # an older workspace without a key gets one on first use; its summaries are rebuilt once
     os.unlink(path)
