@@ -6,9 +6,7 @@ This is the cheap check; verification by reproducing transformations lives with 
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
 
 from odf_core.chain.metadata_chain import MetadataChain
 from odf_core.chain.rules import validate_append
@@ -114,12 +112,12 @@ def _check_files(store, ev, state: ChainState, physical_hash, logical_hash_file,
     problem = _check_physical(store, key, ds.physical_hash, ds.size, physical_hash)
     if problem:
         return problem
-    with _readable(store, key) as src:
+    with store.readable(key) as src:
         actual = logical_hash_file(src)
     if actual != ds.logical_hash:
         return f"data file {key}: logical hash is {actual}, the block records {ds.logical_hash}"
     offset_col = state.vocab.offset_column
-    with _readable(store, key) as src, open_parquet(src) as pf:
+    with store.readable(key) as src, open_parquet(src) as pf:
         offsets = pf.read(columns=[offset_col]).column(offset_col).to_numpy()
     iv = ds.offset_interval
     n = iv.end - iv.start + 1
@@ -133,24 +131,13 @@ def _check_files(store, ev, state: ChainState, physical_hash, logical_hash_file,
     return None
 
 
-@contextmanager
-def _readable(store: ObjectStore, key: str) -> Iterator[str | BinaryIO]:
-    """The object as its local path when the store has one (Arrow then reads natively), else an open stream."""
-    local = store.local_path(key)
-    if local is not None:
-        yield local
-        return
-    with store.open_read(key) as f:
-        yield f
-
-
 def _check_physical(store: ObjectStore, key: str, expected: Multihash, size: int, physical_hash) -> str | None:
     if not store.exists(key):
         return f"file {key} is missing"
     actual_size = store.size(key)
     if actual_size != size:
         return f"file {key} is {actual_size} bytes, the block records {size}"
-    with _readable(store, key) as src:
+    with store.readable(key) as src:
         actual = physical_hash(src)
     if actual != expected:
         return f"file {key}: physical hash is {actual}, the block records {expected}"

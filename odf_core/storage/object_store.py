@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Any, BinaryIO
+from contextlib import contextmanager
+from typing import Any, BinaryIO, Iterator
 
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
@@ -210,6 +211,17 @@ class ObjectStore:
             return self._fs.open(path, "rb")
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise self._not_found(key) from None
+
+    @contextmanager
+    def readable(self, key: str) -> Iterator[str | BinaryIO]:
+        """``key`` as its checked local path when the store is local, else an open stream (for readers like pyarrow,
+        which then read a local file natively, with no Python file object for their threads to hold on to)."""
+        local = self.local_path(key)
+        if local is not None:
+            yield local
+            return
+        with self.open_read(key) as f:
+            yield f
 
     def exists(self, key: str) -> bool:
         path = self._path(key)
