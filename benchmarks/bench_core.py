@@ -181,7 +181,6 @@ def bench_chain(blocks: int = CHAIN_BLOCKS) -> list[Result]:
     """Append and validate a chain of ``blocks`` blocks; read the current state at 10 vs ``blocks`` blocks."""
     import tempfile
 
-    from odf_core.chain import MetadataChain
     from odf_core.chain.integrity import verify_integrity
     from odf_core.storage import DatasetLayout
 
@@ -210,7 +209,7 @@ def bench_chain(blocks: int = CHAIN_BLOCKS) -> list[Result]:
         _grow(small, 10 - small.state().block_count)
 
         def read_state(handle) -> float:
-            chain = MetadataChain(handle.store)
+            chain = handle.chain  # with the workspace's summary key: head + authenticated summary
             samples = []
             for _ in range(7):
                 t0 = time.perf_counter()

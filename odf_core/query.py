@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from odf_core.errors import OdfError
+from odf_core.hashing.sources import open_parquet
 from odf_core.storage import DatasetLayout
 from odf_core.workspace import DatasetHandle, Workspace
 
@@ -25,8 +25,8 @@ def tail(handle: DatasetHandle, n: int) -> pa.Table:
     parts: list[pa.Table] = []
     have = 0
     for key in data_files(handle, newest_first=True):
-        with handle.store.open_read(key) as f:
-            t = pq.read_table(f)
+        with handle.store.readable(key) as src, open_parquet(src) as pf:  # not pq.read_table: see open_parquet
+            t = pf.read()
         parts.append(t)
         have += t.num_rows
         if have >= n:

@@ -2,12 +2,16 @@
 
 Layout: ``datasets/<name>/`` is one dataset (conformance §5 layout), ``keys/<dataset-id>.pem`` holds each dataset's
 private key outside the dataset, so a dataset can be shared without leaking the proof of ownership.
+``keys/chain-summary.key`` is the workspace's secret that authenticates the datasets' cached state (``info/summary``,
+see ``odf_core.chain.summary``): kept outside every dataset, so editing a dataset cannot forge it.
 """
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from odf_core.chain import ChainState, MetadataChain, fold, validate_append
@@ -26,11 +30,15 @@ from odf_core.metadata import (
     TransformInput,
     encode_block,
 )
-from odf_core.storage import DatasetLayout, ObjectStore
+from odf_core.chain.summary import MIN_KEY_BYTES
+from odf_core.storage import DatasetLayout, ObjectNotFound, ObjectStore
+
+log = logging.getLogger("odf.workspace")
 
 WORKSPACE_DIR = ".odf"
 DATASETS = "datasets"
 KEYS = "keys"
+SUMMARY_KEY_FILE = f"{KEYS}/chain-summary.key"
 
 
 class WorkspaceNotFound(OdfError):
@@ -48,10 +56,11 @@ class DatasetHandle:
 
     name: DatasetName
     store: ObjectStore
+    summary_key: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def chain(self) -> MetadataChain:
-        return MetadataChain(self.store)
+        return MetadataChain(self.store, self.summary_key)
 
     def state(self) -> ChainState:
         return self.chain.state()
@@ -69,6 +78,8 @@ def find_workspace(start: str | os.PathLike | None = None) -> Path:
 class Workspace:
     def __init__(self, store: ObjectStore):
         self.store = store
+        self._summary_key: bytes | None = None
+        self._summary_key_loaded = False
 
     @classmethod
     def open(cls, location: str | os.PathLike) -> "Workspace":
@@ -79,7 +90,44 @@ class Workspace:
     def init(cls, location: str | os.PathLike) -> "Workspace":
         store = ObjectStore.open(location)
         store.put("workspace.version", b"1")
-        return cls(store)
+        return cls(store)  # the summary key is created with the first dataset handle
+
+    # -- the key that authenticates cached chain state --------------------------------------------------------
+
+    def summary_key(self) -> bytes | None:
+        """The workspace's summary key, created on first use (by the first dataset handle; older workspaces have none).
+
+        None when it cannot be created (a read-only store): datasets then fold their chains instead of trusting a
+        summary. Racing creators agree: the first published key wins and everyone reads that one.
+        """
+        if not self._summary_key_loaded:
+            self._summary_key = self._load_summary_key()
+            self._summary_key_loaded = True
+        return self._summary_key
+
+    def _load_summary_key(self) -> bytes | None:
+        try:
+            raw = self.store.get(SUMMARY_KEY_FILE)
+        except ObjectNotFound:
+            try:
+                self.store.put_if_absent(SUMMARY_KEY_FILE, secrets.token_hex(32).encode(), private=True)
+                raw = self.store.get(SUMMARY_KEY_FILE)
+            except OdfError as e:
+                log.warning("workspace %s: cannot create %s (%s): cached dataset state will not be used",
+                            self.url, SUMMARY_KEY_FILE, e)
+                return None
+        try:
+            key = bytes.fromhex(raw.decode("ascii").strip())
+        except (UnicodeDecodeError, ValueError):
+            key = b""
+        if len(key) < MIN_KEY_BYTES:
+            raise OdfError(f"workspace {self.url}: {SUMMARY_KEY_FILE} is not a key of at least {MIN_KEY_BYTES} "
+                           "hex-encoded bytes; delete it to create a new one (cached dataset state is then rebuilt "
+                           "once)")
+        return key
+
+    def _handle(self, name: DatasetName | str, ds_dir: str) -> DatasetHandle:
+        return DatasetHandle(DatasetName(str(name)), self.store.child(f"{DATASETS}/{ds_dir}"), self.summary_key())
 
     @property
     def url(self) -> str:
@@ -88,15 +136,13 @@ class Workspace:
     # -- lookup -------------------------------------------------------------------------------------------------
 
     def _dataset_dirs(self) -> list[str]:
-        names = set()
-        for key in self.store.list(DATASETS):
-            parts = key.split("/")
-            if len(parts) >= 4 and parts[2] == "refs" and parts[3] == "head":
-                names.add(parts[1])
+        """Directories of ``datasets/`` with a head (one level: the datasets' own files are not walked)."""
+        names = [n for n in self.store.list_dirs(DATASETS)
+                 if self.store.exists(f"{DATASETS}/{n}/{DatasetLayout.head_ref}")]
         return sorted(names, key=str.lower)
 
     def list(self) -> list[DatasetHandle]:
-        return [DatasetHandle(DatasetName(n), self.store.child(f"{DATASETS}/{n}")) for n in self._dataset_dirs()]
+        return [self._handle(n, n) for n in self._dataset_dirs()]
 
     def _dir_of(self, name: DatasetName) -> str | None:
         for n in self._dataset_dirs():
@@ -122,7 +168,7 @@ class Workspace:
         d = self._dir_of(ref)
         if d is None:
             raise DatasetNotFound(f"dataset '{ref}' does not exist in workspace {self.url}")
-        return DatasetHandle(DatasetName(d), self.store.child(f"{DATASETS}/{d}"))
+        return self._handle(d, d)
 
     def exists(self, name: str | DatasetName) -> bool:
         return self._dir_of(DatasetName(str(name))) is not None
@@ -163,15 +209,15 @@ class Workspace:
             blocks.append((h, raw))
             state = fold(state, block, h)
 
-        self.store.put(_key_file(dataset_id), private_key)
+        self.store.put(_key_file(dataset_id), private_key, private=True)
         self._chmod_private(_key_file(dataset_id))
-        ds_store = self.store.child(f"{DATASETS}/{name}")
+        handle = self._handle(name, str(name))
         for h, raw in blocks:
-            ds_store.put_if_absent(DatasetLayout.block_key(h), raw)
+            handle.store.put_if_absent(DatasetLayout.block_key(h), raw)
         # Publishing the head makes the dataset exist; a concurrent creator of the same name loses the CAS.
-        ds_store.compare_and_swap_ref(DatasetLayout.head_ref, None, str(state.head))
-        MetadataChain(ds_store)._write_summary(state)
-        return DatasetHandle(name, ds_store)
+        handle.store.compare_and_swap_ref(DatasetLayout.head_ref, None, str(state.head))
+        handle.chain._write_summary(state)
+        return handle
 
     def _chmod_private(self, key: str) -> None:
         path = self.store.local_path(key)

@@ -1,18 +1,19 @@
 """Integrity verification of a dataset: blocks, links, chain rules and every data/checkpoint file.
 
-Walks the chain from the Seed forward so the report names the *first* bad block or file and what differs.
+Walks the chain from the Seed forward so the report names the *first* bad block or file and what differs. The cached
+state (``info/summary``) must agree with the state folded from the blocks at the head it names.
 This is the cheap check; verification by reproducing transformations lives with the transform engine.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import pyarrow.parquet as pq
+from dataclasses import dataclass
 
 from odf_core.chain.metadata_chain import MetadataChain
 from odf_core.chain.rules import validate_append
-from odf_core.chain.state import ChainState, fold
+from odf_core.chain.state import ChainState, first_difference, fold
+from odf_core.chain.summary import SUMMARY_KEY
 from odf_core.errors import OdfError
+from odf_core.hashing.sources import open_parquet
 from odf_core.identity import Multihash
 from odf_core.metadata import AddData, DataSlice, ExecuteTransform, MetadataBlock
 from odf_core.storage import DatasetLayout, ObjectStore
@@ -45,6 +46,7 @@ def verify_integrity(store: ObjectStore, *, check_data: bool = True) -> Integrit
 
     report = IntegrityReport()
     chain = MetadataChain(store)
+    stored = chain.read_summary()  # before the head: a summary written since is then at an ancestor of it
     try:
         head = chain.head()
     except OdfError as e:
@@ -73,11 +75,27 @@ def verify_integrity(store: ObjectStore, *, check_data: bool = True) -> Integrit
             return report.fail(f"breaks a chain rule: {e}", h, block.sequence_number)
         ev = block.event
         if check_data and isinstance(ev, (AddData, ExecuteTransform)):
-            problem = _check_files(store, ev, state, physical_hash, logical_hash_file, report)
+            try:
+                problem = _check_files(store, ev, state, physical_hash, logical_hash_file, report)
+            except OdfError as e:  # unreadable file, a symlink out of the store, ...
+                problem = str(e)
             if problem:
                 return report.fail(problem, h, block.sequence_number)
         state = fold(state, block, h)
+        if stored is not None and stored.state is not None and stored.state.head == h:
+            diff = first_difference(stored.state, state)
+            if diff:
+                return report.fail(f"{SUMMARY_KEY} disagrees with the chain at this block: {diff} (summary vs "
+                                   f"blocks); it is only a cache: {_REBUILD}", h, block.sequence_number)
+            stored = None
+    if stored is not None:
+        what = (f"cannot be used: {stored.problem}" if stored.state is None
+                else f"is at block {stored.state.head}, which is not in this chain")
+        return report.fail(f"{SUMMARY_KEY} {what}; it is only a cache: {_REBUILD}")
     return report
+
+
+_REBUILD = "delete it, or let any command that reads the dataset through its workspace rebuild it"
 
 
 def _check_files(store, ev, state: ChainState, physical_hash, logical_hash_file, report) -> str | None:
@@ -94,14 +112,13 @@ def _check_files(store, ev, state: ChainState, physical_hash, logical_hash_file,
     problem = _check_physical(store, key, ds.physical_hash, ds.size, physical_hash)
     if problem:
         return problem
-    with store.open_read(key) as f:
-        actual = logical_hash_file(f)
+    with store.readable(key) as src:
+        actual = logical_hash_file(src)
     if actual != ds.logical_hash:
         return f"data file {key}: logical hash is {actual}, the block records {ds.logical_hash}"
     offset_col = state.vocab.offset_column
-    with store.open_read(key) as f:
-        table = pq.read_table(f, columns=[offset_col])
-    offsets = table.column(offset_col).to_numpy()
+    with store.readable(key) as src, open_parquet(src) as pf:
+        offsets = pf.read(columns=[offset_col]).column(offset_col).to_numpy()
     iv = ds.offset_interval
     n = iv.end - iv.start + 1
     if len(offsets) != n or (n and (offsets[0] != iv.start or offsets[-1] != iv.end)):
@@ -120,8 +137,8 @@ def _check_physical(store: ObjectStore, key: str, expected: Multihash, size: int
     actual_size = store.size(key)
     if actual_size != size:
         return f"file {key} is {actual_size} bytes, the block records {size}"
-    with store.open_read(key) as f:
-        actual = physical_hash(f)
+    with store.readable(key) as src:
+        actual = physical_hash(src)
     if actual != expected:
         return f"file {key}: physical hash is {actual}, the block records {expected}"
     return None

@@ -1,30 +1,57 @@
 """A dataset's metadata chain on an :class:`~odf_core.storage.ObjectStore`.
 
-Appends are validated against the folded :class:`ChainState`, written content-addressed, then published by a
-compare-and-swap of ``refs/head``; a crash at any step leaves the dataset at its old or its new head. Reading the
-current state costs two storage reads (head ref + summary) whatever the chain length.
+Appends are validated against the folded :class:`ChainState` (cross-checked with the head block), written
+content-addressed, then published by a compare-and-swap of ``refs/head``; a crash at any step leaves the dataset at
+its old or its new head.
+
+The chain is the only truth. With a summary key (the workspace's, see ``odf_core.chain.summary``) the current state
+costs two storage reads (head ref + authenticated summary) whatever the chain length; a summary that fails its check
+is logged and rebuilt from the blocks. Without a key the summary is never trusted: the state is folded from the
+blocks once per process and then caught up incrementally from an in-process memo.
 """
 from __future__ import annotations
 
+import logging
+import threading
+from collections import OrderedDict
 from typing import Iterator
 
 from odf_core.chain.rules import validate_append
-from odf_core.chain.state import ChainState, fold, from_json, to_json
-from odf_core.errors import IntegrityError, OdfError
+from odf_core.chain.state import ChainState, fold
+from odf_core.chain.summary import SUMMARY_KEY, StoredSummary, decode_summary, encode_summary
+from odf_core.errors import DecodeError, IntegrityError, InvalidIdentifier, OdfError
 from odf_core.identity import Multihash
-from odf_core.metadata import MetadataBlock, MetadataEvent, Timestamp, decode_block, encode_block
-from odf_core.errors import DecodeError, InvalidIdentifier
+from odf_core.metadata import (
+    AddData,
+    AddPushSource,
+    ExecuteTransform,
+    MetadataBlock,
+    MetadataEvent,
+    Seed,
+    SetDataSchema,
+    SetPollingSource,
+    SetTransform,
+    Timestamp,
+    decode_block,
+    encode_block,
+)
 from odf_core.storage import DatasetLayout, ObjectNotFound, ObjectStore, crash_point
 
-SUMMARY_KEY = DatasetLayout.info_key("summary")
+log = logging.getLogger("odf.chain")
+
+_MEMO_SIZE = 256
+_memo: "OrderedDict[str, ChainState]" = OrderedDict()  # store URL -> last state folded from its blocks here
+_memo_lock = threading.Lock()
 
 #: Points where crash-injection tests kill an appending process (see ``odf_core.storage.faults``).
 CHAIN_CRASH_POINTS = ("chain.after_block_write", "chain.after_head_update", "chain.after_summary_write")
 
 
 class MetadataChain:
-    def __init__(self, store: ObjectStore):
+    def __init__(self, store: ObjectStore, summary_key: bytes | None = None):
+        """``summary_key``: the secret that authenticates ``info/summary`` (None: never trust or write it)."""
         self.store = store
+        self.summary_key = summary_key
 
     # -- reads --------------------------------------------------------------------------------------------------
 
@@ -64,42 +91,69 @@ class MetadataChain:
             h = block.prev_block_hash
 
     def state(self) -> ChainState:
-        """Current state in O(1) reads; a summary left behind by another writer is caught up incrementally."""
+        """Current state, derived from the chain: an authentic summary at the head, else folded from blocks."""
         head = self.head()
         if head is None:
             return ChainState()
-        summary = self._read_summary()
-        if summary is not None and summary.head == head:
-            return summary
-        state = self._catch_up(summary, head)
+        if self.summary_key is None:
+            return self._memo_state(head)
+        stored = self.read_summary()
+        base = None
+        if stored is not None:
+            if stored.authentic:
+                if stored.state.head == head:
+                    return stored.state
+                base = stored.state  # authentic but older: catch up from there
+            else:
+                log.log(logging.WARNING if stored.suspicious else logging.INFO, "%s: ignoring %s: %s; rebuilding it from the blocks", self.store.url, SUMMARY_KEY,
+                        stored.problem)
+        state = self._catch_up(base, head)
         self._write_summary(state)
         return state
 
-    def _read_summary(self) -> ChainState | None:
+    def read_summary(self) -> StoredSummary | None:
+        """The stored summary as found (None if there is none), checked against this chain's key."""
         try:
-            return from_json(self.store.get(SUMMARY_KEY))
+            raw = self.store.get(SUMMARY_KEY)
         except ObjectNotFound:
             return None
-        except Exception:  # a summary is only a cache: rebuild it if unreadable
-            return None
+        except OdfError as e:  # e.g. info/ is a symlink out of the store: never read it
+            return StoredSummary(None, False, str(e), True)
+        return decode_summary(raw, self.summary_key)
 
-    def _catch_up(self, summary: ChainState | None, head: Multihash) -> ChainState:
+    def _memo_state(self, head: Multihash) -> ChainState:
+        url = self.store.url
+        with _memo_lock:
+            known = _memo.get(url)
+        if known is not None and known.head == head:
+            return known
+        state = self._catch_up(known, head)
+        with _memo_lock:
+            _memo[url] = state
+            _memo.move_to_end(url)
+            while len(_memo) > _MEMO_SIZE:
+                _memo.popitem(last=False)
+        return state
+
+    def _catch_up(self, base: ChainState | None, head: Multihash) -> ChainState:
+        """Fold the blocks after ``base`` (a state derived from this chain earlier) up to ``head``; from the Seed
+        when ``base`` is None or not an ancestor of ``head``."""
         pending: list[tuple[Multihash, MetadataBlock]] = []
-        base = ChainState()
+        state = ChainState()
         for h, block in self.iter_blocks(head):
-            if summary is not None and h == summary.head:
-                base = summary
+            if base is not None and h == base.head:
+                state = base
                 break
             pending.append((h, block))
-        else:
-            base = ChainState()
         for h, block in reversed(pending):
-            base = fold(base, block, h)
-        return base
+            state = fold(state, block, h)
+        return state
 
     def _write_summary(self, state: ChainState) -> None:
+        if self.summary_key is None:
+            return  # nobody could trust it: an authentic older summary (caught up incrementally) is worth more
         try:
-            self.store.put(SUMMARY_KEY, to_json(state))
+            self.store.put(SUMMARY_KEY, encode_summary(state, self.summary_key))
         except OdfError:
             pass  # read-only stores still work, just without the cache
 
@@ -116,6 +170,7 @@ class MetadataChain:
     def append(self, block: MetadataBlock, *, state: ChainState | None = None) -> Multihash:
         """Validate and append ``block``; :class:`~odf_core.errors.RefConflict` if the head moved meanwhile."""
         state = state if state is not None else self.state()
+        self._check_against_head(state)
         validate_append(state, block)
         raw = encode_block(block)
         block_hash = Multihash.sha3_256(raw)
@@ -128,6 +183,44 @@ class MetadataChain:
         self._write_summary(fold(state, block, block_hash))
         crash_point("chain.after_summary_write")
         return block_hash
+
+    def _check_against_head(self, state: ChainState) -> None:
+        """The state an append is validated against must agree with the head block it names (one block read).
+
+        Catches a state that did not come from this chain (a stale or edited cache, a caller's bug) before a block
+        built on it is linked in; the compare-and-swap then makes sure that head is still the head.
+        """
+        if state.head is None:
+            return
+        block = self.get_block(state.head)
+        facts: dict[str, object] = {"sequence_number": block.sequence_number, "system_time": block.system_time}
+        ev = block.event
+        if isinstance(ev, Seed):
+            facts.update(dataset_id=ev.dataset_id, kind=ev.dataset_kind)
+        elif isinstance(ev, (AddData, ExecuteTransform)):
+            facts["last_offset"] = ev.new_data.offset_interval.end if ev.new_data is not None else ev.prev_offset
+            facts["last_checkpoint"] = ev.new_checkpoint
+            if ev.new_watermark is not None:
+                facts["last_watermark"] = ev.new_watermark
+            if isinstance(ev, AddData) and ev.new_source_state is not None:
+                facts["source_state"] = ev.new_source_state
+        elif isinstance(ev, SetDataSchema):
+            facts["schema"] = ev.schema
+        elif isinstance(ev, SetPollingSource):
+            facts["polling_source"] = ev
+        elif isinstance(ev, SetTransform):
+            facts["transform"] = ev
+        for name, expected in facts.items():
+            actual = (state.source_state(expected.source_name) if name == "source_state"  # type: ignore[union-attr]
+                      else getattr(state, name))
+            if actual != expected:
+                raise IntegrityError(
+                    f"{self.store.url}: refusing to append: the state to append on says {name} is {actual}, but "
+                    f"the head block {state.head} (sequence number {block.sequence_number}) gives {expected}"
+                )
+        if isinstance(ev, AddPushSource) and state.push_source(ev.source_name) != ev:
+            raise IntegrityError(f"{self.store.url}: refusing to append: the state to append on disagrees with "
+                                 f"the head block {state.head} about push source {ev.source_name!r}")
 
     def append_event(self, event: MetadataEvent, system_time: Timestamp | None = None,
                      *, state: ChainState | None = None) -> Multihash:

@@ -1,13 +1,13 @@
 """The dataset's current state, folded from its blocks.
 
 :class:`ChainState` is what planning needs (schema, vocab, sources, transform, offsets, watermark, checkpoint, source
-state) so it never has to walk the chain: the chain keeps it as a summary keyed by the head it was computed at, and
-reading it costs O(1) storage reads whatever the chain length.
+state) so it never has to walk the chain: the chain keeps it as an authenticated summary bound to the head it was computed
+at (``odf_core.chain.summary``), and reading it costs O(1) storage reads whatever the chain length.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
-import json
 from dataclasses import dataclass, field
 
 from odf_core.identity import DatasetID, Multihash
@@ -34,8 +34,6 @@ from odf_core.metadata import (
     Timestamp,
 )
 from odf_core.metadata.yaml_serde import from_data, to_data
-
-SUMMARY_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -170,7 +168,7 @@ def _carry_input(state: ChainState, qi: ExecuteTransformInput) -> ExecuteTransfo
     )
 
 
-# --- summary serialization ----------------------------------------------------------------------------------------
+# --- plain-data form (what ``info/summary`` stores: see ``odf_core.chain.summary``) -------------------------------
 
 _MODEL_FIELDS = {
     "set_vocab": SetVocab,
@@ -184,10 +182,9 @@ _MODEL_FIELDS = {
 _MODEL_LISTS = {"push_sources": AddPushSource, "source_states": SourceState, "transform_inputs": ExecuteTransformInput}
 
 
-def to_json(state: ChainState) -> bytes:
-    import base64
-
-    out: dict = {"format": SUMMARY_FORMAT}
+def state_to_dict(state: ChainState) -> dict:
+    """JSON-ready dict of the non-empty fields (models in their manifest form, bytes in base64)."""
+    out: dict = {}
     for f in dataclasses.fields(state):
         v = getattr(state, f.name)
         if v is None:
@@ -203,15 +200,11 @@ def to_json(state: ChainState) -> bytes:
         elif isinstance(v, bytes):
             v = base64.b64encode(v).decode()
         out[f.name] = v
-    return json.dumps(out, separators=(",", ":")).encode()
+    return out
 
 
-def from_json(data: bytes) -> ChainState:
-    import base64
-
-    raw = json.loads(data)
-    if raw.pop("format", None) != SUMMARY_FORMAT:
-        raise ValueError("unknown summary format")
+def state_from_dict(raw: dict) -> ChainState:
+    """Inverse of :func:`state_to_dict`; raises (ValueError, KeyError, TypeError, …) on anything malformed."""
     kw: dict = {}
     for k, v in raw.items():
         if k in _MODEL_FIELDS:
@@ -230,3 +223,17 @@ def from_json(data: bytes) -> ChainState:
             v = base64.b64decode(v)
         kw[k] = v
     return ChainState(**kw)
+
+
+def first_difference(a: ChainState, b: ChainState) -> str | None:
+    """``"<field>: <a> vs <b>"`` for the first field where two states differ, or None when they are equal."""
+    for f in dataclasses.fields(ChainState):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if x != y:
+            return f"{f.name} {_short(x)} vs {_short(y)}"
+    return None
+
+
+def _short(v: object) -> str:
+    text = str(v) if isinstance(v, (Multihash, DatasetID, Timestamp, int)) else repr(v)
+    return text if len(text) <= 120 else text[:117] + "..."

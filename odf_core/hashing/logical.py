@@ -20,7 +20,7 @@ import pyarrow.types as pt
 from odf_core.hashing.arrow_types import encode_type, logical_value_type, u64
 from odf_core.hashing.arrow_values import executor, feed_column
 from odf_core.hashing.errors import HashingError, SchemaMismatchError, UnsupportedTypeError
-from odf_core.hashing.sources import DataSource, describe, is_url, open_binary
+from odf_core.hashing.sources import DataSource, describe, is_url, open_binary, open_parquet
 from odf_core.identity.multihash import ARROW0_SHA3_256, Multihash
 
 # Rows per batch read from Parquet: memory stays bounded by one batch whatever the file size.
@@ -163,21 +163,16 @@ def logical_hash_file(source: DataSource, *, batch_rows: int = FILE_BATCH_ROWS, 
     name = describe(source)
     try:
         if isinstance(source, (str, os.PathLike)) and not is_url(source):
-            return _hash_parquet(_open_parquet(os.fspath(source)), batch_rows, parallel)
-        with open_binary(source) as f:
-            return _hash_parquet(_open_parquet(f), batch_rows, parallel)
+            with open_parquet(source) as pf:
+                return _hash_parquet(pf, batch_rows, parallel)
+        with open_binary(source) as f, open_parquet(f) as pf:
+            return _hash_parquet(pf, batch_rows, parallel)
     except UnsupportedTypeError as e:
         raise UnsupportedTypeError(e.column, e.data_type, e.detail, file=name) from None
     except FileNotFoundError as e:
         raise HashingError(f"cannot open data file {name}: no such file") from e
     except (pa.ArrowException, OSError) as e:
         raise HashingError(f"cannot read Parquet file {name}: {e}") from e
-
-
-def _open_parquet(source: object) -> pq.ParquetFile:
-    # pre_buffer (pyarrow's default) caches the column chunks of every row group read so far until the reader is
-    # done, i.e. memory grows to the file size; without it memory stays at about one row group.
-    return pq.ParquetFile(source, pre_buffer=False)
 
 
 def _hash_parquet(pf: pq.ParquetFile, batch_rows: int, parallel: bool) -> Multihash:

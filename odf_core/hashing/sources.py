@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import IO, Any, Iterator, Union
+from typing import IO, TYPE_CHECKING, Any, Iterator, Union
 
 from odf_core.hashing.errors import HashingError
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 DataSource = Union[str, "os.PathLike[str]", IO[bytes], tuple[Any, str]]
 
@@ -55,3 +58,24 @@ def open_binary(source: DataSource) -> Iterator[IO[bytes]]:
         raise HashingError(f"cannot read data file {describe(source)}: {e.strerror or e}") from e
     finally:
         cm.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def open_parquet(source: "str | os.PathLike[str] | IO[bytes]") -> Iterator["pq.ParquetFile"]:
+    """A Parquet reader that is done with ``source`` when the block exits: read it only inside the block.
+
+    Why not ``pq.read_table``: it scans through pyarrow's dataset layer, whose asynchronous scan can drop its last
+    references to a Python file object (or to the Python buffers read from it) on an Arrow worker thread *after* the
+    call returned. If that happens while the interpreter is shutting down, the thread is killed inside a C++
+    destructor and the process aborts ("terminate called without an active exception", exit code 134) although it
+    had finished its work. The plain Parquet reader reads synchronously on the calling thread's behalf, and closing
+    it here releases the file before the block ends. ``pre_buffer`` is off so memory stays at about one row group.
+    Pass a local path when there is one: Arrow then reads it natively, with no Python object involved at all.
+    """
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(os.fspath(source) if isinstance(source, os.PathLike) else source, pre_buffer=False)
+    try:
+        yield pf
+    finally:
+        pf.close()

@@ -1,6 +1,6 @@
 """Storage primitives under every dataset: atomic objects, compare-and-swap refs, the dataset key layout."""
 from odf_core.storage.backends import STORAGE_CRASH_POINTS
-from odf_core.storage.errors import ObjectNotFound, UnsafeRefUpdate
+from odf_core.storage.errors import ObjectNotFound, StoreEscape, UnsafeRefUpdate
 from odf_core.storage.faults import crash_env, crash_point, was_killed
 from odf_core.storage.keys import TEMP_PREFIX, validate_key, validate_prefix
 from odf_core.storage.layout import DatasetLayout, canonical_multihash
@@ -11,6 +11,7 @@ __all__ = [
     "DatasetLayout",
     "canonical_multihash",
     "ObjectNotFound",
+    "StoreEscape",
     "UnsafeRefUpdate",
     "crash_point",
     "crash_env",

@@ -58,22 +58,27 @@ def decode_ref(raw: bytes, where: str) -> str:
 class Backend(Protocol):
     """Write-side operations; ``path`` is the backend path of the key, ``name`` the key (for messages)."""
 
-    def put_if_absent(self, path: str, data: bytes) -> bool: ...
+    def put_if_absent(self, path: str, data: bytes, private: bool = False) -> bool: ...
 
     def put_file_if_absent(self, path: str, src: str, move: bool) -> bool: ...
 
-    def put(self, path: str, data: bytes) -> None: ...
+    def put(self, path: str, data: bytes, private: bool = False) -> None: ...
 
     def read_ref(self, name: str, path: str) -> str | None: ...
 
     def compare_and_swap(self, name: str, path: str, expected: str | None, new: str) -> None: ...
 
 
+def _mode(private: bool) -> int:
+    """File mode of a new local object: private ones (keys) are readable by their owner only, from creation on."""
+    return 0o600 if private else 0o644
+
+
 class LocalBackend:
     """Crash-safe writes on a local POSIX file system."""
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
-        tmp = local_fs.write_temp(path, local_fs.write_bytes(data))
+    def put_if_absent(self, path: str, data: bytes, private: bool = False) -> bool:
+        tmp = local_fs.write_temp(path, local_fs.write_bytes(data), _mode(private))
         return self._publish_temp(tmp, path)
 
     def put_file_if_absent(self, path: str, src: str, move: bool) -> bool:
@@ -107,8 +112,8 @@ class LocalBackend:
         finally:
             local_fs.unlink_quietly(tmp)
 
-    def put(self, path: str, data: bytes) -> None:
-        tmp = local_fs.write_temp(path, local_fs.write_bytes(data))
+    def put(self, path: str, data: bytes, private: bool = False) -> None:
+        tmp = local_fs.write_temp(path, local_fs.write_bytes(data), _mode(private))
         try:
             crash_point("put.after_temp_write")
             os.replace(tmp, path)
@@ -149,7 +154,7 @@ class MemoryBackend:
     def __init__(self, fs: AbstractFileSystem):
         self.fs = fs
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(self, path: str, data: bytes, private: bool = False) -> bool:
         with _MEMORY_LOCK:
             if self.fs.exists(path):
                 return False
@@ -163,7 +168,7 @@ class MemoryBackend:
             os.unlink(src)
         return published
 
-    def put(self, path: str, data: bytes) -> None:
+    def put(self, path: str, data: bytes, private: bool = False) -> None:
         with _MEMORY_LOCK:
             self.fs.pipe_file(path, data)
 
@@ -189,7 +194,7 @@ class RemoteBackend:
         self.fs = fs
         self.unsafe_ref_updates = unsafe_ref_updates
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(self, path: str, data: bytes, private: bool = False) -> bool:
         if self.fs.exists(path):
             return False
         self.fs.pipe_file(path, data)
@@ -203,7 +208,7 @@ class RemoteBackend:
             os.unlink(src)
         return published
 
-    def put(self, path: str, data: bytes) -> None:
+    def put(self, path: str, data: bytes, private: bool = False) -> None:
         self.fs.pipe_file(path, data)
 
     def read_ref(self, name: str, path: str) -> str | None:

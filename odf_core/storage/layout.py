@@ -1,7 +1,9 @@
 """Key names of a dataset directory (conformance §5), so no other module spells them out.
 
 ``refs/head`` holds the head block's multihash text; ``blocks/<multihash>`` the block manifests;
-``data/<physicalHash>`` and ``checkpoints/<physicalHash>`` the data and checkpoint files; ``info/`` is free for caches.
+``data/<physicalHash>`` and ``checkpoints/<physicalHash>`` the data and checkpoint files; ``info/`` is free for caches,
+which anyone who can write the dataset can edit: a cache is checked against the chain before use (see
+``odf_core.chain.summary``).
 Hashes are always written in canonical multibase form (``f`` + lower-case base16), whatever form they came in.
 """
 from __future__ import annotations

@@ -53,11 +53,45 @@ def ensure_dir(directory: str) -> None:
     fsync_dir(parent or ".")
 
 
-def write_temp(final: str, write: Callable[[BinaryIO], None]) -> str:
-    """Create a temp file next to ``final``, fill it with ``write``, fsync it and return its path."""
+def is_within(path: str, root: str) -> bool:
+    """True when the resolved ``path`` is ``root`` or below it (both absolute and resolved)."""
+    return path == root or path.startswith(root if root.endswith("/") else root + "/")
+
+
+def real_path_of_fd(fd: int, path: str) -> str:
+    """Where an open file really is: the kernel's name for the descriptor, so no second walk of ``path`` races it."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc: resolve the name instead
+        return os.path.realpath(path)
+
+
+_O_PATH = getattr(os, "O_PATH", 0)
+
+
+def stat_real(path: str) -> tuple[os.stat_result, str] | None:
+    """``stat`` (links followed) and the resolved path of an existing ``path``; None if it does not exist."""
+    if not _O_PATH:
+        try:
+            return os.stat(path), os.path.realpath(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+    try:
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        return os.fstat(fd), real_path_of_fd(fd, path)
+    finally:
+        os.close(fd)
+
+
+def write_temp(final: str, write: Callable[[BinaryIO], None], mode: int = 0o644) -> str:
+    """Create a temp file next to ``final`` (with ``mode`` from the start), fill it with ``write``, fsync it and
+    return its path."""
     ensure_dir(os.path.dirname(final))
     tmp = temp_path_for(final)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

@@ -1,16 +1,22 @@
 """Key/value store of immutable objects and mutable refs rooted at a URL: the storage under every dataset.
 
 One implementation on top of fsspec serves local directories (plain paths and ``file://``), ``memory://`` and object
-stores (``s3://`` …). Keys are relative ``/`` paths checked by :mod:`odf_core.storage.keys`, so nothing can escape the
-root. Objects are published atomically (a reader sees no object or a complete one) and refs move only through
+stores (``s3://`` …). Keys are relative ``/`` paths checked by :mod:`odf_core.storage.keys`, so no key names anything
+outside the root; on local stores every read, write and listing also checks where the path *resolves*, so a symlink
+(a ``data/`` directory or a single file) pointing out of the store's root is refused with :class:`StoreEscape` instead
+of followed. Symlinks that stay inside the root are followed; the root itself (and its parents) may be symlinks.
+A child store (:meth:`ObjectStore.child`, e.g. one dataset of a workspace) is confined to its own root, which must
+itself resolve inside its parent's. Deleting never follows a symlink: it removes the link. Objects are published atomically (a reader sees no object or a complete one) and refs move only through
 :meth:`ObjectStore.compare_and_swap_ref`, which on local and memory stores is a real compare-and-swap. What each
 backend guarantees for writes is documented in :mod:`odf_core.storage.backends`.
 """
 from __future__ import annotations
 
 import os
+import stat
 import time
-from typing import Any, BinaryIO
+from contextlib import contextmanager
+from typing import Any, BinaryIO, Iterator
 
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
@@ -18,8 +24,9 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from odf_core.errors import OdfError
-from odf_core.storage.backends import Backend, LocalBackend, MemoryBackend, RemoteBackend
-from odf_core.storage.errors import ObjectNotFound
+from odf_core.storage.backends import Backend, LocalBackend, MemoryBackend, RemoteBackend, decode_ref
+from odf_core.storage import local_fs
+from odf_core.storage.errors import ObjectNotFound, StoreEscape
 from odf_core.storage.keys import TEMP_PREFIX, is_internal_name, validate_key, validate_prefix, validate_ref_value
 
 _Bytes = bytes | bytearray | memoryview
@@ -28,10 +35,12 @@ _Bytes = bytes | bytearray | memoryview
 class ObjectStore:
     """Objects and refs under one root. Create with :meth:`open`; :meth:`child` gives the sub-store of a dataset."""
 
-    def __init__(self, fs: AbstractFileSystem, root: str, backend: Backend):
+    def __init__(self, fs: AbstractFileSystem, root: str, backend: Backend, *, parent: "ObjectStore | None" = None):
         self._fs = fs
         self._root = root
         self._backend = backend
+        self._parent = parent  # a child store must resolve inside its parent's root
+        self._real_root: str | None = None
 
     # -- construction -------------------------------------------------------------------------------------------
 
@@ -71,7 +80,7 @@ class ObjectStore:
         prefix = validate_prefix(prefix)
         if not prefix:
             return self
-        return ObjectStore(self._fs, self._join(prefix), self._backend)
+        return ObjectStore(self._fs, self._join(prefix), self._backend, parent=self)
 
     # -- naming -----------------------------------------------------------------------------------------------
 
@@ -96,12 +105,21 @@ class ObjectStore:
 
     def url_of(self, key: str) -> str:
         """Full URL of ``key`` (it need not exist), e.g. for Spark or pyarrow."""
-        return self._fs.unstrip_protocol(self._path(key))
+        path = self._path(key)
+        if self.is_local:
+            self._check_resolved(key, path)
+        return self._fs.unstrip_protocol(path)
 
     def local_path(self, key: str) -> str | None:
-        """Path of ``key`` on local disk when the store is local, else None (it need not exist)."""
+        """Path of ``key`` on local disk when the store is local, else None (it need not exist).
+
+        Checked to resolve inside the store, since callers hand it to readers (Spark, pyarrow) that follow links.
+        """
+        if not self.is_local:
+            return None
         path = self._path(key)
-        return path if self.is_local else None
+        self._check_resolved(key, path)
+        return path
 
     def _join(self, rel: str) -> str:
         if not rel:
@@ -117,15 +135,58 @@ class ObjectStore:
     def _not_found(self, key: str) -> ObjectNotFound:
         return ObjectNotFound(key, self.url)
 
+    # -- confinement (local stores: the only ones with symlinks) --------------------------------------------------
+
+    def _resolved_root(self) -> str:
+        """The root with every symlink resolved, checked to lie inside the parent's (computed once per store)."""
+        if self._real_root is None:
+            real = os.path.realpath(self._root)
+            if self._parent is not None:
+                outer = self._parent._resolved_root()
+                if not local_fs.is_within(real, outer):
+                    rel = self._root[len(self._parent._root.rstrip("/")) + 1:]
+                    raise StoreEscape(rel, self._parent.url, real, outer)
+            self._real_root = real
+        return self._real_root
+
+    def _check_real(self, key: str, real: str) -> None:
+        root = self._resolved_root()
+        if not local_fs.is_within(real, root):
+            raise StoreEscape(key, self.url, real, root)
+
+    def _check_resolved(self, key: str, path: str) -> None:
+        """``path`` (existing or not: what exists is resolved) must resolve inside the root."""
+        self._check_real(key, os.path.realpath(path))
+
+    def _read_local(self, key: str, path: str) -> bytes | None:
+        """The bytes of a local object, or None; the open descriptor is checked, not the name, so no race."""
+        try:
+            f = open(path, "rb")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        with f:
+            self._check_real(key, local_fs.real_path_of_fd(f.fileno(), path))
+            return f.read()
+
+    def _stat_local(self, key: str, path: str) -> os.stat_result | None:
+        found = local_fs.stat_real(path)
+        if found is None:
+            return None
+        st, real = found
+        self._check_real(key, real)
+        return st
+
     # -- reads --------------------------------------------------------------------------------------------------
 
     def get(self, key: str) -> bytes:
         """The bytes of object ``key``; :class:`ObjectNotFound` if there is none."""
         path = self._path(key)
+        if self.is_local:  # the hot path of chain walks: skip fsspec's per-call overhead
+            data = self._read_local(key, path)
+            if data is None:
+                raise self._not_found(key)
+            return data
         try:
-            if self.is_local:  # the hot path of chain walks: skip fsspec's per-call overhead
-                with open(path, "rb") as f:
-                    return f.read()
             return bytes(self._fs.cat_file(path))
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise self._not_found(key) from None
@@ -133,6 +194,17 @@ class ObjectStore:
     def open_read(self, key: str) -> BinaryIO:
         """A binary stream over object ``key`` (use as a context manager); :class:`ObjectNotFound` if missing."""
         path = self._path(key)
+        if self.is_local:
+            try:
+                f = open(path, "rb")
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                raise self._not_found(key) from None
+            try:
+                self._check_real(key, local_fs.real_path_of_fd(f.fileno(), path))
+            except BaseException:
+                f.close()
+                raise
+            return f
         try:
             if not self._fs.isfile(path):
                 raise FileNotFoundError(path)
@@ -140,11 +212,31 @@ class ObjectStore:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise self._not_found(key) from None
 
+    @contextmanager
+    def readable(self, key: str) -> Iterator[str | BinaryIO]:
+        """``key`` as its checked local path when the store is local, else an open stream (for readers like pyarrow,
+        which then read a local file natively, with no Python file object for their threads to hold on to)."""
+        local = self.local_path(key)
+        if local is not None:
+            yield local
+            return
+        with self.open_read(key) as f:
+            yield f
+
     def exists(self, key: str) -> bool:
-        return bool(self._fs.isfile(self._path(key)))
+        path = self._path(key)
+        if self.is_local:
+            st = self._stat_local(key, path)
+            return st is not None and stat.S_ISREG(st.st_mode)
+        return bool(self._fs.isfile(path))
 
     def size(self, key: str) -> int:
         path = self._path(key)
+        if self.is_local:
+            st = self._stat_local(key, path)
+            if st is None or not stat.S_ISREG(st.st_mode):
+                raise self._not_found(key)
+            return st.st_size
         try:
             info = self._fs.info(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -161,8 +253,30 @@ class ObjectStore:
         prefix = validate_prefix(prefix)
         return sorted(rel for rel, _ in self._walk(prefix) if not any(map(is_internal_name, rel.split("/"))))
 
+    def list_dirs(self, prefix: str = "") -> list[str]:
+        """Sorted names of the directories directly under ``prefix`` (one level, no recursion)."""
+        prefix = validate_prefix(prefix)
+        base = self._join(prefix)
+        if self.is_local:
+            if prefix:
+                self._check_resolved(prefix, base)
+            try:
+                with os.scandir(base) as it:
+                    names = [e.name for e in it if e.is_dir()]
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        else:
+            try:
+                entries = self._fs.ls(base, detail=True)
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+            names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
+        return sorted(n for n in names if not is_internal_name(n))
+
     def _walk(self, prefix: str) -> list[tuple[str, str]]:
         """(key relative to the root, backend path) of every file under ``prefix``, internal files included."""
+        if self.is_local:
+            return self._walk_local(prefix)
         base = self._join(prefix)
         try:
             found = self._fs.find(base)
@@ -176,17 +290,49 @@ class ObjectStore:
                 out.append((p[len(root_slash):], p))
         return out
 
+    def _walk_local(self, prefix: str) -> list[tuple[str, str]]:
+        """Like :meth:`_walk` on a local disk, following symlinks that stay inside the root and refusing others."""
+        out: list[tuple[str, str]] = []
+
+        def visit(path: str, rel: str, seen: frozenset[str]) -> None:
+            try:
+                it = os.scandir(path)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            with it:
+                for e in it:
+                    key = f"{rel}/{e.name}" if rel else e.name
+                    if e.is_symlink():
+                        real = os.path.realpath(e.path)
+                        self._check_real(key, real)
+                        if os.path.isdir(real):
+                            if real not in seen:  # a link back up would loop
+                                visit(e.path, key, seen | {real})
+                        elif os.path.isfile(real):
+                            out.append((key, e.path))
+                    elif e.is_dir(follow_symlinks=False):
+                        visit(e.path, key, seen)
+                    elif e.is_file(follow_symlinks=False):
+                        out.append((key, e.path))
+
+        base = self._join(prefix)
+        if prefix:
+            self._check_resolved(prefix, base)
+        visit(base, prefix, frozenset({os.path.realpath(base)}))
+        return out
+
     # -- writes -------------------------------------------------------------------------------------------------
 
-    def put_if_absent(self, key: str, data: _Bytes) -> bool:
+    def put_if_absent(self, key: str, data: _Bytes, *, private: bool = False) -> bool:
         """Publish an immutable object atomically; False (and the existing object kept) if ``key`` exists.
 
         Meant for content-addressed keys, where an existing object has the same content by construction.
+        ``private``: on a local disk the file is readable by its owner only (mode 0600) from its creation on.
         """
-        path = self._path(key)
+        path = self._write_path(key)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"object data for {key!r} must be bytes, got {type(data).__name__}")
-        return self._backend.put_if_absent(path, bytes(data))
+        return self._backend.put_if_absent(path, bytes(data), private)
 
     def put_file_if_absent(self, key: str, local_src_path: str | os.PathLike[str], move: bool = False) -> bool:
         """Like :meth:`put_if_absent` with the content of a local file.
@@ -194,18 +340,26 @@ class ObjectStore:
         With ``move=True`` the source file is consumed (removed) whether or not the key already existed, and on a
         local store it is linked into place without copying when it is on the same file system.
         """
-        path = self._path(key)
+        path = self._write_path(key)
         src = os.fspath(local_src_path)
         if not os.path.isfile(src):
             raise OdfError(f"cannot store {key!r}: source file {src!r} does not exist or is not a regular file")
         return self._backend.put_file_if_absent(path, src, move)
 
-    def put(self, key: str, data: _Bytes) -> None:
-        """Create or atomically replace ``key`` (for caches such as ``info/summary``, never for chain objects)."""
-        path = self._path(key)
+    def put(self, key: str, data: _Bytes, *, private: bool = False) -> None:
+        """Create or atomically replace ``key`` (for caches such as ``info/summary``, never for chain objects);
+        ``private`` as for :meth:`put_if_absent`."""
+        path = self._write_path(key)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"object data for {key!r} must be bytes, got {type(data).__name__}")
-        self._backend.put(path, bytes(data))
+        self._backend.put(path, bytes(data), private)
+
+    def _write_path(self, key: str) -> str:
+        """The path of ``key`` for a write: on local stores its directory (created later) must resolve inside."""
+        path = self._path(key)
+        if self.is_local:
+            self._check_resolved(key, path)
+        return path
 
     def delete(self, key: str) -> bool:
         """Remove object ``key``; False if there was none."""
@@ -231,7 +385,11 @@ class ObjectStore:
 
     def get_ref(self, name: str) -> str | None:
         """Current value of ref ``name`` (e.g. ``refs/head``), or None if it was never set."""
-        return self._backend.read_ref(name, self._path(name))
+        path = self._path(name)
+        if self.is_local:
+            raw = self._read_local(name, path)
+            return None if raw is None else decode_ref(raw, path)
+        return self._backend.read_ref(name, path)
 
     def compare_and_swap_ref(self, name: str, expected: str | None, new: str) -> None:
         """Set ref ``name`` to ``new`` if it currently holds ``expected`` (None = must not exist yet).
@@ -240,7 +398,7 @@ class ObjectStore:
         no trailing newline. Atomic across processes on local stores, across threads on ``memory://``; on other
         backends raises :class:`UnsafeRefUpdate` unless opened with ``unsafe_ref_updates=True``.
         """
-        path = self._path(name)
+        path = self._write_path(name)
         validate_ref_value(name, new)
         if expected is not None:
             validate_ref_value(name, expected)

@@ -50,7 +50,7 @@ def test_state_costs_two_reads_whatever_the_length(tmp_path, url):
         _grow(h.chain, target - h.state().block_count)
         cs = _counting(h.store)
         CountingStore.reads = 0
-        st = MetadataChain(cs).state()
+        st = MetadataChain(cs, h.summary_key).state()
         counts.append(CountingStore.reads)
         assert st.block_count == target and st.info.description == f"d{target - 1}"
     assert counts == [2, 2]
@@ -65,10 +65,10 @@ def test_stale_summary_is_caught_up_incrementally(tmp_path):
     h.store.put(SUMMARY_KEY, stale)  # another writer's older summary landed last
     cs = _counting(h.store)
     CountingStore.reads = 0
-    st = MetadataChain(cs).state()
+    st = MetadataChain(cs, h.summary_key).state()
     assert st.block_count == 55 and st.info.description == "d54"
     assert CountingStore.reads == 2 + 3 + 1  # head + summary, 3 new blocks, the block where the summary was
-    assert MetadataChain(h.store).state() == MetadataChain(h.store).rebuild_state()
+    assert h.chain.state() == h.chain.rebuild_state()
 
 
 def test_missing_or_garbage_summary_is_rebuilt(tmp_path):

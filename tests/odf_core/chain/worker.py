@@ -2,18 +2,28 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from odf_core.chain import MetadataChain
 from odf_core.errors import RefConflict
 from odf_core.identity import Multihash
 from odf_core.metadata import SetInfo, Timestamp
 from odf_core.storage import ObjectStore
+from odf_core.workspace import Workspace
 
 T = Timestamp.parse("2024-01-03T00:00:00Z")
 
 
+def _chain(store_root: str) -> MetadataChain:
+    """The dataset's chain as its workspace opens it (with the summary key) when it lies in one, else the bare store."""
+    ws_dir = Path(store_root).resolve().parents[1]
+    if (ws_dir / "workspace.version").exists():
+        return Workspace.open(ws_dir).get(Path(store_root).name).chain
+    return MetadataChain(ObjectStore.open(store_root))
+
+
 def append_many(store_root: str, worker: str, n: int) -> None:
-    chain = MetadataChain(ObjectStore.open(store_root))
+    chain = _chain(store_root)
     conflicts = 0
     for i in range(n):
         while True:
@@ -28,7 +38,7 @@ def append_many(store_root: str, worker: str, n: int) -> None:
 def commit(store_root: str, slice_path: str, base_head: str) -> None:
     from odf_core.commit import commit_data, describe_slice
 
-    chain = MetadataChain(ObjectStore.open(store_root))
+    chain = _chain(store_root)
     checkpoint = slice_path + ".checkpoint"
     with open(checkpoint, "wb") as f:
         f.write(b"engine state for " + slice_path.encode())
