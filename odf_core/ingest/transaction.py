@@ -34,6 +34,7 @@ from odf_core.engine.protocol import (
 )
 from odf_core.errors import RefConflict
 from odf_core.identity import Multihash
+from odf_core.dataset_files import checkpoint_path, engine_path
 from odf_core.ingest.checkpoint import serves as checkpoint_serves
 from odf_core.ingest.errors import IngestError
 from odf_core.ingest.fetch import FetchOptions
@@ -45,7 +46,6 @@ from odf_core.ingest.source_state import push_key_state
 from odf_core.ingest.staging import atomic_write_text
 from odf_core.metadata import DatasetKind, Timestamp
 from odf_core.metadata.yaml_serde import to_data
-from odf_core.storage import DatasetLayout
 from odf_core.workspace import DatasetHandle, Workspace
 
 log = logging.getLogger("odf.ingest")
@@ -251,19 +251,6 @@ def _source_steps(state: ChainState, txn: IngestTransaction):
     return src
 
 
-def _file_path_for_spark(handle: DatasetHandle, key: str, txn: IngestTransaction) -> str:
-    local = handle.store.local_path(key)
-    if local:
-        return local
-    target = os.path.join(txn.staging_dir, "inputs", key.replace("/", "_"))
-    if not os.path.exists(target):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with handle.store.open_read(key) as src, open(target + ".tmp", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.replace(target + ".tmp", target)
-    return target
-
-
 def _read_phase(state: ChainState, txn: IngestTransaction, files, *, output_path: str | None) -> ReadPhase:
     src = _source_steps(state, txn)
     # A source that gives no time of its own (no Last-Modified, pushed data) falls back to the system time.
@@ -278,14 +265,13 @@ def _merge_phase(handle: DatasetHandle, state: ChainState, txn: IngestTransactio
     strategy = _source_steps(state, txn).merge
     prev_checkpoint, prev_data = None, None
     if state.last_checkpoint is not None:
-        prev_checkpoint = _file_path_for_spark(
-            handle, DatasetLayout.checkpoint_key(state.last_checkpoint.physical_hash), txn)
+        prev_checkpoint = checkpoint_path(handle.store, state.last_checkpoint, txn.path("inputs"))
     if strategy.KIND != "Append" and state.data_blocks:
         # Read only when the checkpoint cannot serve (another strategy or key wrote it): listed, copied lazily.
         from odf_core.query import data_files
 
         if prev_checkpoint is None or not checkpoint_serves(prev_checkpoint, strategy):
-            prev_data = tuple(_file_path_for_spark(handle, key, txn) for key in data_files(handle))
+            prev_data = tuple(engine_path(handle.store, key, txn.path("inputs")) for key in data_files(handle))
     return MergePhase(
         strategy=strategy, system_time=txn.time, output_path=txn.path("slice.parquet"),
         new_checkpoint_path=txn.path("checkpoint.parquet"), prev_offset=state.last_offset, prev_schema=state.schema,

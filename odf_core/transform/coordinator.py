@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import tempfile
 import uuid
 from dataclasses import asdict, dataclass
@@ -19,6 +18,7 @@ import pyarrow.parquet as pq
 
 from odf_core.chain import ChainState
 from odf_core.commit import commit_data, describe_slice
+from odf_core.dataset_files import checkpoint_path, engine_path
 from odf_core.engine import Engine, EngineError
 from odf_core.engine import internal_error as engine_internal_error
 from odf_core.engine.protocol import (
@@ -98,18 +98,6 @@ def _input_handle(ws: Workspace, ref: str, dataset: str) -> DatasetHandle:
         raise TransformError(f"dataset '{dataset}': input {ref} does not exist in workspace {ws.url}") from None
 
 
-def _local(handle: DatasetHandle, key: str, scratch: str) -> str:
-    path = handle.store.local_path(key)
-    if path:
-        return path
-    target = os.path.join(scratch, key.replace("/", "_"))
-    if not os.path.exists(target):
-        with handle.store.open_read(key) as src, open(target + ".tmp", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.replace(target + ".tmp", target)
-    return target
-
-
 def _schema_file(handle: DatasetHandle, state: ChainState, path: str) -> str:
     if state.schema is None:
         raise TransformError(f"input '{handle.name}' has no data schema yet")
@@ -169,11 +157,12 @@ def plan_inputs(ws: Workspace, handle: DatasetHandle, state: ChainState, scratch
             query_alias=alias,
             vocab=ist.vocab,
             offset_interval=interval,
-            data_paths=tuple(_local(h, DatasetLayout.data_key(s.physical_hash), scratch) for s in blocks.slices),
+            data_paths=tuple(engine_path(h.store, DatasetLayout.data_key(s.physical_hash), scratch)
+                             for s in blocks.slices),
             schema_file=_schema_file(h, ist, os.path.join(scratch, f"schema-{len(planned)}.parquet")),
             explicit_watermarks=blocks.watermarks,
         )
-        history = tuple(_local(h, DatasetLayout.data_key(s.physical_hash), scratch)
+        history = tuple(engine_path(h.store, DatasetLayout.data_key(s.physical_hash), scratch)
                         for s in all_slices_upto(h, new_hash or prev_hash))
         planned.append(PlannedInput(
             h, alias, ist,
@@ -262,8 +251,8 @@ def run(ws: Workspace, dataset: str, *, engine: Engine, txn_id: str | None = Non
             dataset_id=state.dataset_id, dataset_alias=str(handle.name), system_time=system_time,
             vocab=state.vocab, transform=st.transform, query_inputs=tuple(p.request_input for p in planned),
             next_offset=state.next_offset,
-            prev_checkpoint_path=_local(handle, DatasetLayout.checkpoint_key(state.last_checkpoint.physical_hash),
-                                        staging) if state.last_checkpoint else None,
+            prev_checkpoint_path=checkpoint_path(handle.store, state.last_checkpoint, staging)
+            if state.last_checkpoint else None,
             new_checkpoint_path=os.path.join(staging, "checkpoint.parquet"),
             new_data_path=os.path.join(staging, "output.parquet"),
         )
@@ -473,7 +462,7 @@ def _reproduce(ws, handle, state: ChainState, block: MetadataBlock, ev: ExecuteT
         dataset_id=state.dataset_id, dataset_alias=str(handle.name), system_time=block.system_time,
         vocab=state.vocab, transform=state.transform.transform, query_inputs=tuple(p.request_input for p in planned),
         next_offset=state.next_offset,
-        prev_checkpoint_path=_local(handle, DatasetLayout.checkpoint_key(ev.prev_checkpoint), step)
+        prev_checkpoint_path=engine_path(handle.store, DatasetLayout.checkpoint_key(ev.prev_checkpoint), step)
         if ev.prev_checkpoint else None,
         new_checkpoint_path=os.path.join(step, "checkpoint.parquet"),
         new_data_path=os.path.join(step, "output.parquet"))

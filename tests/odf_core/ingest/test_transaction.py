@@ -281,3 +281,19 @@ def test_an_empty_snapshot_with_its_header_is_legal(ws, engine, http_server):
     http_server.resources["/c.csv"] = Resource(b"city,population\n", etag='"e2"')
     tx.pull(ws, "cities", engine)
     assert [(r["op"], r["city"]) for r in _rows(h)[-2:]] == [(1, "A"), (1, "B")]  # everything retracted, on purpose
+
+
+def test_a_tampered_checkpoint_is_never_built_on(ws, engine, http_server):
+    """The Snapshot state is read from the checkpoint: an edited one would corrupt every slice after it."""
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\nB,2\n", etag='"e1"')
+    h = _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
+    tx.pull(ws, "cities", engine)
+    head = h.chain.head()
+    ckpt = h.store.local_path(f"checkpoints/{h.state().last_checkpoint.physical_hash}")
+    with open(ckpt, "r+b") as f:
+        f.seek(-20, 2)
+        f.write(b"\0" * 4)
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\nB,3\n", etag='"e2"')
+    with pytest.raises(OdfError, match=r"checkpoint .* is corrupted: its bytes hash to"):
+        tx.pull(ws, "cities", engine)
+    assert h.chain.head() == head
