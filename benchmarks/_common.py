@@ -111,13 +111,17 @@ class StepTimer:
         self.returned.clear()
 
     @contextmanager
-    def patch(self, targets: dict[str, tuple[ModuleType, str]]) -> Iterator["StepTimer"]:
+    def patch(self, targets: dict[str, tuple[ModuleType, str] | list[tuple[ModuleType, str]]]
+              ) -> Iterator["StepTimer"]:
+        """``targets``: label -> the module attribute(s) to time under it (a function imported by name into several
+        modules is one step: list every module that calls it)."""
         originals = []
         try:
-            for label, (module, attr) in targets.items():
-                original = getattr(module, attr)
-                originals.append((module, attr, original))
-                setattr(module, attr, self._wrap(label, original))
+            for label, where in targets.items():
+                for module, attr in (where if isinstance(where, list) else [where]):
+                    original = getattr(module, attr)
+                    originals.append((module, attr, original))
+                    setattr(module, attr, self._wrap(label, original))
             yield self
         finally:
             for module, attr, original in reversed(originals):

@@ -29,7 +29,10 @@ import pyarrow.csv as pacsv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import spark_jobs.ingest as job  # noqa: E402
+import spark_jobs.ingest.merge as plans  # noqa: E402
+from spark_jobs.ingest.merge import append as append_merge  # noqa: E402
+from spark_jobs.ingest.merge import ledger as ledger_merge  # noqa: E402
+from spark_jobs.ingest.merge import snapshot as snapshot_merge  # noqa: E402
 from benchmarks._common import (  # noqa: E402
     Result,
     Step,
@@ -48,7 +51,7 @@ from benchmarks._common import (  # noqa: E402
 )
 from odf_core import commit as odf_commit  # noqa: E402
 from odf_core import hashing  # noqa: E402
-from odf_core.engine import SparkEngine  # noqa: E402
+from odf_core.engine import LocalEngine, SubmitEngine  # noqa: E402
 from odf_core.ingest import transaction as tx  # noqa: E402
 from odf_core.metadata import (  # noqa: E402
     DatasetKind,
@@ -154,20 +157,18 @@ INGEST_STEPS = [
     Step("fetch", "fetch (FilesGlob: link the file into staging)"),
     Step("prepare", "prepare"),
     Step("merge", "read + merge (one Spark job, in-process)"),
-    Step("build_request", "build request (chain state, paths)", 1),
-    Step("run_request", "job", 1),
-    Step("append_driver", "Append collect plan: rows as Arrow on the driver, written once as the slice", 2),
-    Step("ledger_driver", "Ledger collect plan: rows as Arrow, new-key mask, slice + checkpoint written once", 2),
-    Step("snapshot_driver", "Snapshot collect plan: rows as Arrow, CDC against the state, slice + state", 2),
-    Step("collect_arrow", "Spark: read + parse, collected as Arrow", 3),
+    Step("build_request", "build the merge request (chain state, checkpoint check, paths)", 1),
+    Step("run_request", "engine request", 1),
+    Step("strategy", "the merge strategy (Append / Ledger / Snapshot)", 2),
+    Step("collect_arrow", "collect plan: Spark reads + parses, rows collected as Arrow", 3),
     Step("ledger_keep_mask", "which rows carry new keys (pyarrow)", 3),
     Step("snapshot_changes", "CDC against the state (pyarrow)", 3),
     Step("write_slice", "write slice (+ checkpoint) with offsets (pyarrow)", 3),
-    Step("stage", "Spark: stage the input (CSV -> parquet parts + row id; Spark Snapshot plan)", 2),
-    Step("duplicate_key", "Spark: primary-key check (hash aggregation over the keys)", 2),
-    Step("spark_merge", "Spark: read, parse (merge) and write parts", 2),
-    Step("parts_sorted_by", "order check of the parts (pyarrow)", 2),
-    Step("combine_slice", "combine parts -> one slice file + checkpoint (pyarrow)", 2),
+    Step("snapshot_spark_plan", "Spark plan of Snapshot: stage the input, CDC, write parts", 3),
+    Step("duplicate_key", "Spark: primary-key check (hash aggregation over the keys)", 3),
+    Step("spark_merge", "Spark: read, parse (merge) and write parts", 3),
+    Step("parts_sorted_by", "order check of the parts (pyarrow)", 3),
+    Step("combine_slice", "combine parts -> one slice file + checkpoint (pyarrow)", 3),
     Step("commit", "commit"),
     Step("describe_slice", "describe slice", 1),
     Step("logical_hash_file", "logical hash", 2),
@@ -175,18 +176,21 @@ INGEST_STEPS = [
     Step("describe_checkpoint", "checkpoint physical hash", 2),
 ]
 
+_STRATEGIES = [append_merge, ledger_merge, snapshot_merge]
 _TARGETS = {
     "begin": (tx, "begin"), "fetch": (tx, "fetch"), "prepare": (tx, "prepare"), "merge": (tx, "merge"),
-    "commit": (tx, "commit"), "build_request": (tx, "build_request"), "run_request": (job, "run_request"),
-    "write_parts": (job, "write_parts"), "stage": (job, "_stage_parts"),
-    "duplicate_key": (job, "_duplicate_key"), "parts_sorted_by": (job, "parts_sorted_by"),
-    "ledger_keep_mask": (job, "ledger_keep_mask"), "snapshot_driver": (job, "merge_snapshot_on_driver"),
-    "append_driver": (job, "append_on_driver"), "ledger_driver": (job, "ledger_on_driver"),
-    "write_slice": (job, "write_slice"),
-    "snapshot_changes": (job, "snapshot_changes"), "collect_arrow": (job, "collect_arrow"),
-    "combine_slice": (job, "combine_slice"), "describe_slice": (tx, "describe_slice"),
-    "logical_hash_file": (hashing, "logical_hash_file"), "commit_data": (tx, "commit_data"),
-    "describe_checkpoint": (odf_commit, "describe_checkpoint"),
+    "commit": (tx, "commit"), "build_request": (tx, "_merge_phase"), "run_request": (tx, "run_request"),
+    "strategy": [(m, "merge") for m in _STRATEGIES],
+    "collect_arrow": [(m, "collect_input") for m in _STRATEGIES],
+    "ledger_keep_mask": (ledger_merge, "ledger_keep_mask"), "snapshot_changes": (snapshot_merge, "snapshot_changes"),
+    "write_slice": [(m, "write_slice") for m in _STRATEGIES],
+    "snapshot_spark_plan": (snapshot_merge, "_spark_plan"),
+    "duplicate_key": [(ledger_merge, "duplicate_key"), (snapshot_merge, "duplicate_key")],
+    "write_parts": [(plans, "write_parts"), (ledger_merge, "write_parts")],
+    "parts_sorted_by": (plans, "parts_sorted_by"),
+    "combine_slice": [(m, "combine_slice") for m in _STRATEGIES],
+    "describe_slice": (tx, "describe_slice"), "logical_hash_file": (hashing, "logical_hash_file"),
+    "commit_data": (tx, "commit_data"), "describe_checkpoint": (odf_commit, "describe_checkpoint"),
 }
 
 
@@ -201,7 +205,7 @@ class Run:
 class Ctx:
     sizes: Sizes
     tmp: Path
-    engine: SparkEngine
+    engine: LocalEngine
     ws: Workspace
     counter: int = 0
     notes: list[str] = field(default_factory=list)
@@ -229,7 +233,7 @@ class Ctx:
         if res.up_to_date or (expect_rows is not None and res.num_records != expect_rows):
             raise RuntimeError(f"{name}: expected {expect_rows} new records, the ingest gave {res}")
         steps = dict(timer.seconds)
-        steps["spark_merge"] = steps.get("write_parts", 0.0) - steps.get("stage", 0.0)
+        steps["spark_merge"] = steps.get("write_parts", 0.0)
         return Run(t, steps, res.num_records)
 
     def spark_copy(self, csv: Path) -> float:
@@ -338,8 +342,8 @@ def bench_csv_10m(ctx: Ctx) -> str:
 
     # The same file through the Spark part-file plans, as inputs above ODF_INGEST_DRIVER_MERGE_BYTES go.
     spark_base, spark_append, spark_ledger = [], [], []
-    limit = job.DRIVER_MERGE_BYTES
-    job.DRIVER_MERGE_BYTES = -1
+    limit = plans.DRIVER_MERGE_BYTES
+    plans.DRIVER_MERGE_BYTES = -1
     try:
         for _ in range(sz.spark_plan_reps):
             spark_base.append(ctx.spark_copy(big))
@@ -348,7 +352,7 @@ def bench_csv_10m(ctx: Ctx) -> str:
             print(f"  Spark plans: append {spark_append[-1]:.1f} s, ledger {spark_ledger[-1]:.1f} s "
                   f"(baseline {spark_base[-1]:.1f} s)", flush=True)
     finally:
-        job.DRIVER_MERGE_BYTES = limit
+        plans.DRIVER_MERGE_BYTES = limit
     append_runs, ledger_runs = append_runs[:len(append_times)], ledger_runs[:len(ledger_times)]
     for label, times in (("Append", spark_append), ("Ledger(id), first ingest", spark_ledger)):
         results_rows.append(Result(
@@ -447,7 +451,7 @@ def bench_fixed_10_rows(ctx: Ctx) -> str:
         ctx.ws.delete(name)
     in_process = median_run(runs)
 
-    submit_engine = SparkEngine(master="local[2]")  # what an Airflow task runs: the engine's default settings
+    submit_engine = SubmitEngine(master="local[2]")  # what an Airflow task runs: the engine's default settings
     merge_times: list[float] = []
     rest_times: list[float] = []
     floor: list[float] = []
@@ -459,7 +463,7 @@ def bench_fixed_10_rows(ctx: Ctx) -> str:
         rest = seconds(lambda: holder.append(tx.begin(ctx.ws, name, source=tx.POLLING)))
         txn = holder[0]
         rest += seconds(lambda: (tx.fetch(ctx.ws, txn), tx.prepare(ctx.ws, txn)))
-        t = seconds(lambda: tx.merge(ctx.ws, txn, submit_engine, in_process=False, with_read=True))
+        t = seconds(lambda: tx.merge(ctx.ws, txn, submit_engine, with_read=True))
         rest += seconds(lambda: tx.commit(ctx.ws, txn))
         if ctx.ws.get(name).state().last_offset != 9:
             raise RuntimeError(f"{name}: the spark-submit ingest did not commit 10 records")
@@ -482,7 +486,7 @@ def bench_fixed_10_rows(ctx: Ctx) -> str:
         "",
         breakdown(in_process, "pull, 10 rows, in-process"),
         "",
-        f"Through `spark-submit` (`merge(..., in_process=False, with_read=True)`: one JVM launch, as one Airflow "
+        f"Through `spark-submit` (`merge(..., SubmitEngine, with_read=True)`: one JVM launch, as one Airflow "
         f"task pays it; the engine's default settings), medians of {sz.submit_reps} runs alternating with an empty "
         "job:",
         "",
@@ -527,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = QUICK if args.quick else Sizes()
     ensure_venv_path()
     with tempfile.TemporaryDirectory(prefix="odf-bench-ingest-") as tmp:
-        engine = SparkEngine(master="local[2]", conf={"spark.driver.memory": DRIVER_MEMORY})
+        engine = LocalEngine(master="local[2]", conf={"spark.driver.memory": DRIVER_MEMORY})
         ctx = Ctx(sizes, Path(tmp), engine, Workspace.init(Path(tmp) / ".odf"))
         try:
             warm_up(ctx)

@@ -47,7 +47,7 @@ from benchmarks._common import (  # noqa: E402
 )
 from odf_core import hashing  # noqa: E402
 from odf_core.commit import commit_data, describe_slice  # noqa: E402
-from odf_core.engine import SparkEngine  # noqa: E402
+from odf_core.engine import LocalEngine, SubmitEngine  # noqa: E402
 from odf_core.metadata import (  # noqa: E402
     AddPushSource,
     DatasetKind,
@@ -150,9 +150,8 @@ def make_derivative(ws: Workspace, name: str, root: Root, query: str) -> str:
 
 STEPS = [
     Step("plan_inputs", "plan inputs (read the chains, schema files)"),
-    Step("write_request", "write the request file"),
     Step("run_engine", "run the engine (spark-submit, or a call in-process)"),
-    Step("engine_total", "inside the job: timingsMs.total", 1),
+    Step("engine_total", "inside the engine: its own total (diagnostics)", 1),
     Step("engine_plan", "plan (read schemas, analyse/optimise, classify)", 2),
     Step("engine_execute", "execute (run the query, write slice + checkpoint)", 2),
     Step("describe_slice", "describe the output slice"),
@@ -161,7 +160,7 @@ STEPS = [
 ]
 
 _TARGETS = {
-    "plan_inputs": (coordinator, "plan_inputs"), "write_request": (coordinator, "write_request"),
+    "plan_inputs": (coordinator, "plan_inputs"),
     "run_engine": (coordinator, "run_engine"), "describe_slice": (coordinator, "describe_slice"),
     "logical_hash_file": (hashing, "logical_hash_file"), "commit_data": (coordinator, "commit_data"),
 }
@@ -180,7 +179,7 @@ class Run:
 class Ctx:
     sizes: Sizes
     tmp: Path
-    engine: SparkEngine
+    engine: LocalEngine
     ws: Workspace
     roots: dict[int, Root] = field(default_factory=dict)
 
@@ -198,17 +197,17 @@ class Ctx:
             self.roots[rows] = root
         return self.roots[rows]
 
-    def run(self, name: str, *, engine: SparkEngine | None = None, in_process: bool = True) -> Run:
+    def run(self, name: str, *, engine: LocalEngine | SubmitEngine | None = None) -> Run:
         timer, out = StepTimer(), []
         with timer.patch(_TARGETS):
-            t = seconds(lambda: out.append(coordinator.run(self.ws, name, engine=engine or self.engine,
-                                                           in_process=in_process)))
+            t = seconds(lambda: out.append(coordinator.run(self.ws, name, engine=engine or self.engine)))
         res = out[0]
         if res is None:
             raise RuntimeError(f"{name}: the transform found nothing to do")
         steps = dict(timer.seconds)
         (response,) = timer.returned["run_engine"]
-        timings = response.get("extensions", {}).get("timingsMs", {})
+        timings = {k: float(v.removesuffix("ms")) for k, v in (
+            part.split("=") for part in ((response.diagnostics.timings if response.diagnostics else None) or "").split())}
         for key in ("total", "plan", "execute"):
             if key in timings:
                 steps[f"engine_{key}"] = timings[key] / 1000
@@ -388,17 +387,17 @@ def bench_fixed_cost(ctx: Ctx) -> str:
     root.add(sz.tiny_rows, seed=1)
     name = make_derivative(ctx.ws, "tiny-proj", root, STATELESS_SQL)
     ctx.run(name)  # the first transaction (no checkpoint yet) is not the steady state
-    submit_engine = SparkEngine(master="local[2]")  # what an Airflow task runs: the engine's default settings
+    submit_engine = SubmitEngine(master="local[2]")  # what an Airflow task runs: the engine's default settings
 
-    def transaction(engine: SparkEngine | None, in_process: bool, into: list[Run]) -> Callable[[], float]:
+    def transaction(engine: SubmitEngine | None, into: list[Run]) -> Callable[[], float]:
         def go() -> float:
             root.add(sz.tiny_rows, seed=len(into) + 2)
-            into.append(ctx.run(name, engine=engine, in_process=in_process))
+            into.append(ctx.run(name, engine=engine))
             return into[-1].seconds
         return go
 
     local: list[Run] = []
-    alternate([transaction(None, True, local)], sz.tiny_reps)
+    alternate([transaction(None, local)], sz.tiny_reps)
     submitted: list[Run] = []
     floor: list[float] = []
 
@@ -406,7 +405,7 @@ def bench_fixed_cost(ctx: Ctx) -> str:
         floor.extend(spark_submit_floor(submit_engine, 1))
         return floor[-1]
 
-    alternate([transaction(submit_engine, False, submitted), empty_job], sz.submit_reps)
+    alternate([transaction(submit_engine, submitted), empty_job], sz.submit_reps)
     sub, loc = median_run(submitted), median_run(local)
     launch = sub.steps["run_engine"] - sub.steps.get("engine_total", 0.0)
     print(f"tiny transaction: in-process {loc.seconds:.2f} s, spark-submit {sub.seconds:.1f} s "
@@ -414,7 +413,7 @@ def bench_fixed_cost(ctx: Ctx) -> str:
     return "\n".join([
         f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
         f"A stateless transaction over {sz.tiny_rows} new rows (`{STATELESS_SQL}`), after a first one. Through "
-        "`spark-submit` (`transform.run(..., in_process=False)`, the engine's default settings, one JVM launch as "
+        "`spark-submit` (`transform.run(..., engine=SubmitEngine(...))`, the engine's default settings, one JVM launch as "
         f"an Airflow task pays it): median of {sz.submit_reps} runs alternating with an empty spark-submit job; "
         f"in-process with the session warm: median of {sz.tiny_reps} runs.",
         "",
@@ -424,7 +423,7 @@ def bench_fixed_cost(ctx: Ctx) -> str:
         render_breakdown(STEPS, sub.steps, sub.seconds, "transform.run via spark-submit"),
         "",
         render_table(["spark-submit start-up and shutdown", "time"], [
-            ["engine wall time minus the job's own timingsMs.total (launch, session, request parse, response, stop)",
+            ["engine wall time minus the engine's own total (launch, session, request parse, response, stop)",
              fmt_seconds(launch)],
             [f"empty spark-submit job (launch + session + `range(1).count()` + stop; runs "
              f"{', '.join(f'{t:.1f}' for t in floor)} s)", fmt_seconds(median(floor))],
@@ -472,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     ensure_venv_path()
     sections: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="odf-bench-transform-") as tmp:
-        engine = SparkEngine(master="local[2]", conf={"spark.driver.memory": DRIVER_MEMORY})
+        engine = LocalEngine(master="local[2]", conf={"spark.driver.memory": DRIVER_MEMORY})
         ctx = Ctx(sizes, Path(tmp), engine, Workspace.init(Path(tmp) / ".odf"))
         try:
             warm_up(ctx)
