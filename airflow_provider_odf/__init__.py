@@ -54,6 +54,12 @@ def get_provider_info() -> dict:
                         "yarn, k8s://...). Empty: local[*].",
                         "schema": {"type": ["string", "null"]},
                     },
+                    "engine_url": {
+                        "label": "Engine URL",
+                        "description": "A warm engine started with 'odf engine serve' (grpc://host:5544): every "
+                        "Spark step becomes a call to it. Empty: one spark-submit job per step.",
+                        "schema": {"type": ["string", "null"]},
+                    },
                     "engine_options": {
                         "label": "Engine options (JSON)",
                         "description": 'Spark job options, e.g. {"conf": {"spark.executor.memory": "2g"}, '

@@ -128,3 +128,15 @@ def test_async_workspace_for_triggers(monkeypatch, workspace):
     odf_conn(monkeypatch, workspace.url)
     ws = asyncio.run(OdfHook("odf_test").aget_workspace())
     assert ws.get("com.example.cities").chain.head() == workspace.get("com.example.cities").chain.head()
+
+
+def test_engine_url_gives_a_warm_engine_client(monkeypatch, workspace):
+    from odf_core.engine.remote import RemoteEngine
+
+    odf_conn(monkeypatch, workspace.url, engine_url=" grpc://odf-engine:5544 ", engine_options={"timeout_s": 900})
+    engine = OdfHook("odf_test").get_engine(timeout_s=300)
+    assert isinstance(engine, RemoteEngine) and engine.keeps_reads
+    assert (engine.url, engine.timeout_s) == ("grpc://odf-engine:5544", 300)
+    odf_conn(monkeypatch, workspace.url, engine_url="http://odf-engine:5544")
+    with pytest.raises(OdfConnectionError, match="engine_url must look like grpc://HOST:PORT, got 'http://"):
+        OdfHook("odf_test").get_engine()
