@@ -5,6 +5,10 @@ subsection of ``## bench_airflow`` in ``benchmarks/RESULTS.md``. Both sides star
 same snapshot (a FilesGlob CSV source, Append) and ingest the same file; each side runs in a fresh process so both
 pay their JVM starts: ``odf pull`` one in-process Spark session, the DAG one ``spark-submit`` per Spark task (read,
 merge) plus Airflow's task bookkeeping on SQLite. Medians of 3 alternating runs.
+
+``--engine [ROWS]`` (default 10 rows): the same two ways on one warm engine (``odf engine serve``, started first and
+warmed up): the DAG's tasks call it through the connection's ``engine_url``, ``odf pull --engine`` likewise; writes
+``### operators vs odf pull on a warm engine`` (target: operators <= 1.2x pull).
 """
 from __future__ import annotations
 
@@ -68,7 +72,7 @@ def make_csv(folder: Path, rows: int) -> Path:
     return path
 
 
-def via_pull(tmp: Path, src: Path) -> float:
+def via_pull(tmp: Path, src: Path, engine_url: str | None = None) -> float:
     ws = tmp / f"pull-{time.monotonic_ns()}" / ".odf"
     snap = ws.parent / "events.yaml"
     ws.parent.mkdir(parents=True)
@@ -77,14 +81,14 @@ def via_pull(tmp: Path, src: Path) -> float:
     subprocess.run([odf, "-w", str(ws), "init"], check=True, capture_output=True)
     subprocess.run([odf, "-w", str(ws), "add", str(snap)], check=True, capture_output=True)
     t0 = time.perf_counter()
-    r = subprocess.run([odf, "-w", str(ws), "pull", "bench.events", "--master", "local[2]"],
-                       capture_output=True, text=True)
+    spark = ["--engine", engine_url] if engine_url else ["--master", "local[2]"]
+    r = subprocess.run([odf, "-w", str(ws), "pull", "bench.events", *spark], capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr[-2000:]
     return elapsed
 
 
-def via_dag(tmp: Path, src: Path) -> float:
+def via_dag(tmp: Path, src: Path, engine_url: str | None = None) -> float:
     run_dir = tmp / f"dag-{time.monotonic_ns()}"
     home, dags = run_dir / "airflow", run_dir / "airflow" / "dags"
     (dags / "datasets").mkdir(parents=True)
@@ -95,7 +99,8 @@ def via_dag(tmp: Path, src: Path) -> float:
     env.update({
         "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW_CONN_ODF_DEFAULT": json.dumps({"conn_type": "odf", "extra": {
-            "workspace": str(run_dir / "ws"), "engine_options": {"conf": {"spark.sql.shuffle.partitions": "2"}}}}),
+            "workspace": str(run_dir / "ws"), "engine_options": {"conf": {"spark.sql.shuffle.partitions": "2"}},
+            **({"engine_url": engine_url} if engine_url else {})}}),
         "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
     })
     subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
@@ -108,10 +113,10 @@ def via_dag(tmp: Path, src: Path) -> float:
 
 def update_results(section_text: str) -> None:
     text = RESULTS_FILE.read_text() if RESULTS_FILE.exists() else "# Benchmark results\n"
-    sub = "### operators vs odf pull"
+    sub = section_text.split("\n", 1)[0]
     if "## bench_airflow" not in text:
         text += "\n## bench_airflow\n"
-    pattern = re.compile(rf"{re.escape(sub)}.*?(?=\n### |\n## |\Z)", re.S)
+    pattern = re.compile(rf"{re.escape(sub)}\n.*?(?=\n### |\n## |\Z)", re.S)
     if pattern.search(text):
         text = pattern.sub(section_text.rstrip("\n"), text)
     else:
@@ -122,7 +127,58 @@ def update_results(section_text: str) -> None:
     RESULTS_FILE.write_text(text)
 
 
+def start_engine(tmp: Path) -> tuple[subprocess.Popen, str]:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp / "engine.log"
+    proc = subprocess.Popen([str(VENV_BIN / "odf"), "engine", "serve", "--port", str(port), "--master", "local[2]",
+                             "--conf", "spark.sql.shuffle.partitions=2"], stdout=subprocess.DEVNULL,
+                            stderr=log.open("w"))
+    while "odf engine ready" not in log.read_text():
+        if proc.poll() is not None:
+            raise RuntimeError(log.read_text()[-2000:])
+        time.sleep(0.2)
+    return proc, f"grpc://127.0.0.1:{port}"
+
+
+def main_engine(rows: int) -> int:
+    with tempfile.TemporaryDirectory(prefix="odf-bench-ops-engine-") as tmp:
+        tmp = Path(tmp)
+        src = make_csv(tmp / "src", rows)
+        proc, url = start_engine(tmp)
+        try:
+            via_pull(tmp, src.parent, url), via_dag(tmp, src.parent, url)  # warm-up: the engine's first requests
+            pulls, dags = [], []
+            for _ in range(REPETITIONS):
+                pulls.append(via_pull(tmp, src.parent, url))
+                dags.append(via_dag(tmp, src.parent, url))
+                print(f"pull {pulls[-1]:.2f} s, DAG {dags[-1]:.2f} s", flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    p, d = statistics.median(pulls), statistics.median(dags)
+    verdict = "yes" if d / p <= 1.2 else "**NO**"
+    text = (f"### operators vs odf pull on a warm engine\n\nIngest of one {rows:,}-row CSV file into a fresh "
+            "workspace, both through one warm engine (`odf engine serve`, warmed up first): `dag.test()` of the "
+            "generated root DAG (fetch → prepare → read → merge → commit; read keeps its rows in the engine for "
+            "merge), timed around `test()` in a process that has Airflow imported, vs the `odf pull --engine` "
+            f"command (its own Python start included). Medians of {REPETITIONS} alternating runs. Machine: "
+            f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}.\n\n"
+            "| path | median | runs |\n|---|---|---|\n"
+            f"| `odf pull --engine` | {p:.2f} s | {', '.join(f'{x:.2f}' for x in pulls)} |\n"
+            f"| Airflow operators (`dag.test()`, `engine_url`) | {d:.2f} s | {', '.join(f'{x:.2f}' for x in dags)} |"
+            f"\n\nRatio operators / pull: **{d / p:.2f}** (target <= 1.2: {verdict}).\n")
+    update_results(text)
+    print(text)
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--engine":
+        return main_engine(int(sys.argv[2]) if len(sys.argv) > 2 else 10)
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     with tempfile.TemporaryDirectory(prefix="odf-bench-ops-") as tmp:
         tmp = Path(tmp)
