@@ -40,6 +40,23 @@ def spark():
     session.stop()
 
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cluster: runs jobs on a Spark standalone cluster (master + worker JVMs on "
+                                       "loopback, one per test session)")
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """One Spark standalone cluster (master + worker from the installed pyspark) for the whole session, started on
+    first use and stopped at the end; the teardown fails if any of its JVMs (executors included) survives."""
+    from tests.spark_cluster import start_spark_cluster
+
+    cluster = start_spark_cluster(tmp_path_factory.mktemp("spark-cluster"))
+    yield cluster
+    cluster.stop()
+    assert cluster.leftovers() == [], f"JVMs of the Spark test cluster still running: {cluster.leftovers()}"
+
 # -- paths skipped for a missing tool -------------------------------------------------------------------------------
 
 PODMAN_SKIP = "needs podman"  # start of the skip reason of every test that needs a podman service
