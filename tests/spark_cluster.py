@@ -114,6 +114,14 @@ class SparkCluster:
         with urllib.request.urlopen(f"{self.web_url}/json/", timeout=30) as r:
             return json.load(r)
 
+    def assert_jobs_ended(self, app_ids: list[str], timeout_s: float = 60) -> None:
+        """The drivers sent to this cluster (``--master <url>``) and the executors of ``app_ids`` have all ended."""
+        mine = [pid for pid, _, args in processes()
+                if f"--master {self.master_url}" in args or f"spark.master={self.master_url}" in args
+                or any(f"--app-id {a}" in args for a in app_ids)]
+        alive = wait_gone(mine, timeout_s)
+        assert alive == [], [args for pid, _, args in processes() if pid in alive]
+
     def pids(self) -> list[int]:
         return [d.proc.pid for d in self.daemons]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,6 @@ from odf_core.chain.integrity import verify_integrity
 from odf_core.query import tail
 from odf_core.snapshots import add_snapshots, load_snapshot_files
 from odf_core.workspace import Workspace
-from tests.odf_core.test_cli_cluster import assert_no_jvm_of
 
 from .conftest import conn_env
 from .dag_factory.dagbag import load
@@ -102,7 +100,7 @@ def test_push_and_transform_operators_run_their_jobs_on_the_cluster(cluster_dags
     assert len(apps) == 2, apps
     for app in apps:
         assert any("Finished task" in log for log in spark_cluster.executor_logs(app)), app
-    assert_no_jvm_of(spark_cluster, apps)
+    spark_cluster.assert_jobs_ended(apps)
 
     ratings = [json.loads(line) for line in RATINGS_NDJSON.splitlines()]
     assert sorted((r["city"], r["rating"]) for r in tail(ws.get("c.ratings"), 100).to_pylist()) == sorted(

@@ -13,7 +13,6 @@ import pytest
 from odf_core.chain.integrity import verify_integrity
 from odf_core.query import tail
 from odf_core.workspace import Workspace
-from tests.spark_cluster import processes, wait_gone
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.cluster]
 
@@ -39,14 +38,6 @@ content:
       transform: {kind: Sql, engine: spark, query: "select event_time, city, population from cities
         where population >= 650000"}
 """
-
-
-def assert_no_jvm_of(cluster, app_ids: list[str]) -> None:
-    """Drivers (``--master <cluster>``) and the apps' executors (``--app-id``) must all have ended."""
-    mine = [pid for pid, _, args in processes()
-            if f"--master {cluster.master_url}" in args or f"spark.master={cluster.master_url}" in args
-            or any(f"--app-id {a}" in args for a in app_ids)]
-    assert wait_gone(mine, 60) == [], [args for pid, _, args in processes() if pid in mine]
 
 
 def test_pull_ingests_and_transforms_on_the_cluster(spark_cluster, tmp_path):
@@ -75,7 +66,7 @@ def test_pull_ingests_and_transforms_on_the_cluster(spark_cluster, tmp_path):
     apps = [a for a in spark_cluster.applications() if a not in before]
     assert len(apps) == 1, apps
     assert any("Finished task" in log for log in spark_cluster.executor_logs(apps[0]))
-    assert_no_jvm_of(spark_cluster, apps)
+    spark_cluster.assert_jobs_ended(apps)
 
     workspace = Workspace.open(ws)
     rows = tail(workspace.get("big-cities"), 10).to_pylist()

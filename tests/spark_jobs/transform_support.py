@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import strategies as st
+from hypothesis import strategies as hst
 
 from spark_jobs import transform as tr
 
@@ -217,21 +217,21 @@ def run_split(spark: Any, root: Path, transform: Mapping[str, Any], inputs: Sequ
     return coord.result
 
 
-def splits(inputs: Sequence[InputSpec], max_txn: int = 4) -> st.SearchStrategy[list[Txn]]:
+def splits(inputs: Sequence[InputSpec], max_txn: int = 4) -> hst.SearchStrategy[list[Txn]]:
     """Every way to cut the inputs into 1..max_txn transactions that consume all their events: a cut never falls
     between a -C and its +C; transactions may be empty for some or all inputs, hold one row, or only advance a
     watermark."""
     aliases = [s.alias for s in inputs]
 
-    @st.composite
+    @hst.composite
     def draw_split(draw: Any) -> list[Txn]:
-        n = draw(st.integers(1, max_txn))
+        n = draw(hst.integers(1, max_txn))
         sizes: dict[str, list[int]] = {}
         for s in inputs:
-            cuts = st.sampled_from([0, *valid_cuts(s.events)])
-            bounds = [0, *sorted(draw(st.lists(cuts, min_size=n - 1, max_size=n - 1))), len(s.events)]
+            cuts = hst.sampled_from([0, *valid_cuts(s.events)])
+            bounds = [0, *sorted(draw(hst.lists(cuts, min_size=n - 1, max_size=n - 1))), len(s.events)]
             sizes[s.alias] = [bounds[t + 1] - bounds[t] for t in range(n)]
-        return [Txn({a: sizes[a][t] for a in aliases}, draw(st.frozensets(st.sampled_from(aliases))))
+        return [Txn({a: sizes[a][t] for a in aliases}, draw(hst.frozensets(hst.sampled_from(aliases))))
                 for t in range(n)]
 
     return draw_split()
