@@ -28,7 +28,9 @@ RESULTS_FILE = Path(__file__).with_name("RESULTS.md")
 SECTION = "## bench_airflow"
 SIZES = (50, 200, 500)
 REPETITIONS = 5
-BUDGET_S = {200: 3.0}  # the parse budget the factory is held to (also asserted in the tests)
+# The parse budget the factory is held to. Only this benchmark holds it (a timing figure in the test suite flakes on a
+# busy machine); the suite keeps a generous guard, Airflow's own dagbag_import_timeout (test_parse_budget.py).
+BUDGET_S = {200: 3.0}
 DAG_FILE = 'from airflow_provider_odf.dag_factory import dags_from_folder\ndags_from_folder("datasets", globals())\n'
 
 
@@ -114,7 +116,8 @@ def update_results_file(section: str, path: Path = RESULTS_FILE) -> None:
     path.write_text(text)
 
 
-def main() -> None:
+def main() -> int:
+    """Measure every size, rewrite the section; exit status 1 when a size misses its budget."""
     with tempfile.TemporaryDirectory(prefix="odf-bench-airflow-home-") as home:
         rows = []
         for n in SIZES:
@@ -124,10 +127,15 @@ def main() -> None:
             rows.append(r)
     update_results_file(render(rows))
     print(f"updated {RESULTS_FILE}")
+    missed = [r for r in rows if r.verdict == "**NO**"]
+    for r in missed:
+        print(f"{r.snapshots} snapshots: first parse {r.first_s:.2f} s misses the budget of {BUDGET_S[r.snapshots]:g} s",
+              file=sys.stderr)
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--probe":
         probe(sys.argv[2])
     else:
-        main()
+        sys.exit(main())

@@ -1,4 +1,5 @@
-"""Shared fixtures: one local Spark session for the whole test run (JVM start-up is the dominant cost)."""
+"""Shared fixtures and hooks: one local Spark session for the whole test run (JVM start-up is the dominant cost), and
+a loud notice at the end of a run when paths were skipped because a tool is missing on this machine."""
 from __future__ import annotations
 
 import os
@@ -37,3 +38,50 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cluster: runs jobs on a Spark standalone cluster (master + worker JVMs on "
+                                       "loopback, one per test session)")
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """One Spark standalone cluster (master + worker from the installed pyspark) for the whole session, started on
+    first use and stopped at the end; the teardown fails if any of its JVMs (executors included) survives."""
+    from tests.spark_cluster import start_spark_cluster
+
+    cluster = start_spark_cluster(tmp_path_factory.mktemp("spark-cluster"))
+    yield cluster
+    cluster.stop()
+    assert cluster.leftovers() == [], f"JVMs of the Spark test cluster still running: {cluster.leftovers()}"
+
+# -- paths skipped for a missing tool -------------------------------------------------------------------------------
+
+PODMAN_SKIP = "needs podman"  # start of the skip reason of every test that needs a podman service
+PODMAN_INSTALL = ("sudo apt-get install -y podman runc busybox-static   (Debian/Ubuntu; .ci/run does this), then run "
+                  "the tests again")
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr or "")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """A skipped container test is easy to mistake for a passed one in a long run: list them in a block of its own."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if _skip_reason(r).startswith(PODMAN_SKIP)]
+    if not skipped:
+        return
+    tr = terminalreporter
+    tr.write_sep("!", f"{len(skipped)} CONTAINER TESTS DID NOT RUN", red=True, bold=True)
+    tr.write_line(f"{_skip_reason(skipped[0])}", red=True, bold=True)
+    tr.write_line("FetchStep::Container (fetch through a Docker-API engine) is NOT tested on this machine. Skipped:",
+                  red=True)
+    for r in skipped:
+        tr.write_line(f"    {r.nodeid}")
+    tr.write_line(f"To test these paths: {PODMAN_INSTALL}", bold=True)
+    tr.write_sep("!", red=True, bold=True)

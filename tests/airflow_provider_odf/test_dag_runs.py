@@ -8,10 +8,13 @@ nothing new start none.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_odf.assets import asset_uri
@@ -21,7 +24,7 @@ from odf_core.workspace import Workspace
 
 from .conftest import conn_env
 from .dag_factory.dagbag import load
-from .small_graph import CITIES_CSV, RATINGS_NDJSON, SmallGraph, big_cities, rows, write_dag_folder, write_served_files
+from .small_graph import BIG, CITIES_CSV, RATINGS_NDJSON, SmallGraph, big_cities, rows, write_dag_folder, write_served_files
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +36,9 @@ SIDECAR = """defaults:
   sensor: poke
   sensor_poke_interval: 1
   sensor_timeout: 3
+datasets:
+  t.big-cities:
+    verify: full   # OdfVerifyOperator(mode="full"): re-runs every transform and compares logical hashes
 """
 # The same kind of graph in one DAG (a sibling DAG file with its own snapshots, prefix "g").
 GRAPH_SIDECAR = """defaults:
@@ -129,6 +135,35 @@ def test_derivative_transforms_the_new_input_data(setup):
     assert sorted(r["city"] for r in records) == sorted(big_cities())
     events = asset_events(g.big_cities)
     assert [e["block"] for e in events] == [setup.head(g.big_cities)]
+
+
+def test_full_verification_replays_the_transform_and_catches_a_changed_input(setup, capsys):
+    """mode="full" through Airflow: passes on the real data, fails once an input's data file no longer produces the
+    recorded output. Integrity checks of big-cities alone cannot see this: its own blocks and files are untouched."""
+    g = setup.graph
+    assert setup.dags[SmallGraph.dag_id(g.big_cities)].get_task("verify").mode == "full"
+    state, tasks = setup.run(g.big_cities, mark_success_pattern="transform")
+    assert (state, tasks) == ("success", {"transform": "success", "verify": "success"})
+
+    cities = setup.ws().get(g.cities)
+    (slice_key,) = [k for k in cities.store.list("data")]
+    path = Path(cities.store.local_path(slice_key))
+    original = path.read_bytes()
+    table = pq.read_table(path)
+    population = [p * 10 if c == "Lisbon" else p for c, p in zip(table.column("city").to_pylist(),
+                                                                  table.column("population").to_pylist())]
+    assert "Lisbon" not in big_cities() and max(population) >= BIG
+    pq.write_table(table.set_column(table.schema.get_field_index("population"), "population",
+                                    pa.array(population, table.schema.field("population").type)), path)
+    try:
+        capsys.readouterr()
+        state, tasks = setup.run(g.big_cities, mark_success_pattern="transform")
+        assert (state, tasks) == ("failed", {"transform": "success", "verify": "failed"})
+        # the task's error (Airflow's task log, printed by dag.test()) says what differs
+        assert re.search(rf"OdfTaskError: {re.escape(g.big_cities)}: verification failed: .*logical hash of the "
+                         r"reproduced data is f\S+, the block records f\S+", capsys.readouterr().out)
+    finally:
+        path.write_bytes(original)  # the later tests run on the real data again
 
 
 def test_push_root_ingests_the_path_given_when_triggered(setup):

@@ -74,8 +74,11 @@ def test_add_without_recursive_skips_subfolders(tmp_path, ws, capsys):
     (d / "sub").mkdir(parents=True)
     (d / "sub" / "a.yaml").write_text(ROOT_YAML.format(name="a"))
     (d / "b.yaml").write_text(ROOT_YAML.format(name="b"))
-    assert run(capsys, "-w", ws, "add", str(d))[0] == 0
-    assert "a" not in run(capsys, "-w", ws, "list")[1].split()
+    code, out, err = run(capsys, "-w", ws, "add", str(d))
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("Added b (Root, did:odf:") and len(out.splitlines()) == 1
+    listed = [line.split()[:2] for line in run(capsys, "-w", ws, "list")[1].splitlines()[1:]]
+    assert listed == [["b", "Root"]]  # b from the folder itself, nothing from its subfolder
 
 
 @pytest.mark.parametrize("content,fragment", [

@@ -83,9 +83,14 @@ def test_pull_recursive_ingest_tail_sql_verify_set_transform(tmp_path, capsys, s
     assert code == 0, err
     assert out.index("cities:") < out.index("avg-rating:") and "2 records" in out
     code, out, _ = run(capsys, "-w", ws, "tail", "avg-rating", "-n", "5")
-    assert "Oslo" in out and "3.0" in out and "Riga" in out
+    header, *lines = out.splitlines()
+    assert header.split() == ["offset", "op", "system_time", "event_time", "city", "avg_rating", "pop"]
+    # one row per city: (ratings 4 and 2) -> 3.0 and (5) -> 5.0, with the population joined from cities
+    assert len(lines) == 2 and sorted(line.split()[-3:] for line in lines) == [
+        ["Oslo", "3.0", "700000"], ["Riga", "5.0", "600000"]]
     code, out, err = run(capsys, "-w", ws, "sql", "select city, count(*) as n from ratings group by city order by city")
-    assert code == 0 and "Oslo" in out and "2" in out, err
+    assert code == 0, err
+    assert [line.split() for line in out.splitlines()] == [["city", "n"], ["Oslo", "2"], ["Riga", "1"]]
     code, _, err = run(capsys, "-w", ws, "sql", "drop table ratings")
     assert code == 1 and "read-only" in err
     code, out, err = run(capsys, "-w", ws, "verify", "avg-rating")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 from datetime import date
 
 import pyarrow as pa
@@ -351,6 +352,93 @@ def test_every_plan_gives_the_same_slices_and_state(spark, tmp_path, monkeypatch
             results[plan].append(sorted(pq.read_table(ds.checkpoint).to_pylist(), key=lambda r: str(r["key"])))
     assert results["driver"] == results["single"] == results["parallel"]
     assert all(results["driver"])
+
+
+def _generated_rounds(kind: str, rows: int, seed: int) -> list[str]:
+    """CSV rounds (key,value,event_time) big enough to be split: keys repeat inside and across rounds, event times
+    come out of order with ties and blanks, and Snapshot rounds drop, change and add keys."""
+    rng = random.Random(seed)
+
+    def when() -> str:
+        return "" if rng.random() < 0.2 else f"2024-01-{rng.randint(1, 28):02d}T{rng.randint(0, 3):02d}:00:00Z"
+
+    if kind != "Snapshot":
+        return ["".join(f"k{rng.randrange(rows // 2 * (r + 1)):05d},{rng.randint(-9, 9)},{when()}\n"
+                        for _ in range(rows)) for r in range(2)]
+    keys = [f"k{i:05d}" for i in range(rows)]
+    first = {k: (rng.randint(0, 99), when()) for k in keys}
+    second = {k: ((v + 1, t) if rng.random() < 0.3 else (v, "" if rng.random() < 0.5 else t))
+              for k, (v, t) in first.items() if rng.random() < 0.9}
+    second.update({f"n{i:05d}": (rng.randint(0, 99), when()) for i in range(rows // 10)})
+    order = list(second)
+    rng.shuffle(order)
+    return ["".join(f"{k},{v},{t}\n" for k, (v, t) in first.items()),
+            "".join(f"{k},{second[k][0]},{second[k][1]}\n" for k in order)]
+
+
+def _max_tasks_per_stage(spark, group: str) -> int:
+    tracker = spark.sparkContext.statusTracker()
+    stages = [sid for job in tracker.getJobIdsForGroup(group) for sid in tracker.getJobInfo(job).stageIds]
+    return max(tracker.getStageInfo(sid).numTasks for sid in stages if tracker.getStageInfo(sid))
+
+
+@pytest.mark.parametrize("strategy", [{"kind": "Snapshot", "primaryKey": ["key"]},
+                                      {"kind": "Ledger", "primaryKey": ["key"]}, {"kind": "Append"}],
+                         ids=lambda s: s["kind"])
+def test_every_plan_gives_the_same_slices_and_state_on_split_inputs(spark, tmp_path, monkeypatch, strategy):
+    """The plans again, on inputs Spark really splits: many read tasks, many part files."""
+    rounds = _generated_rounds(strategy["kind"], 1500, seed=len(strategy["kind"]))
+    part_files: list[tuple[str, int]] = []
+    from spark_jobs.ingest.merge import ledger as ledger_merge
+    from spark_jobs.ingest.merge import snapshot as snapshot_merge
+    from spark_jobs.parquet_files import write_parts as real_write_parts
+
+    def counting_write_parts(df, directory):
+        parts = real_write_parts(df, directory)
+        part_files.append((os.path.basename(directory), len(parts)))
+        return parts
+
+    for module in (plans, ledger_merge, snapshot_merge):
+        monkeypatch.setattr(module, "write_parts", counting_write_parts)
+    # ~50 KB per round read in 8 KB splits; 4 shuffle partitions that adaptive execution may not merge back into one
+    settings = {"spark.sql.files.maxPartitionBytes": str(8 << 10), "spark.sql.shuffle.partitions": "4",
+                "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+    old = {k: spark.conf.get(k) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    results, tasks, parts = {}, {}, {}
+    try:
+        for plan, driver_limit, small_limit in (("driver", plans.DRIVER_MERGE_BYTES, plans.SMALL_MERGE_BYTES),
+                                                ("single", -1, plans.SMALL_MERGE_BYTES), ("parallel", -1, -1)):
+            monkeypatch.setattr(plans, "DRIVER_MERGE_BYTES", driver_limit)
+            monkeypatch.setattr(plans, "SMALL_MERGE_BYTES", small_limit)
+            (tmp_path / plan).mkdir()
+            ds = Dataset(spark, tmp_path / plan, strategy, KV_ET)
+            group = f"plans-{strategy['kind']}-{plan}"
+            spark.sparkContext.setJobGroup(group, group)
+            part_files.clear()
+            results[plan] = [ds.ingest(text, event_time=f"2024-02-0{i + 1}T00:00:00Z")[1]
+                             for i, text in enumerate(rounds)]
+            tasks[plan], parts[plan] = _max_tasks_per_stage(spark, group), list(part_files)
+            if ds.checkpoint:  # the Snapshot state's row order is not part of the format
+                results[plan].append(sorted(pq.read_table(ds.checkpoint).to_pylist(), key=lambda r: str(r["key"])))
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        for k, v in old.items():
+            spark.conf.set(k, v)
+    # every plan read its input in several tasks; the Spark plans staged it as several part files; the parallel plan
+    # also merged in several partitions, the single-partition plan in one
+    assert min(tasks.values()) >= 4, tasks
+    assert parts["driver"] == [], parts
+    for plan in ("single", "parallel"):
+        assert all(n >= 4 for name, n in parts[plan] if name.endswith(("-read-staged", "-ledger-input", "-append"))), parts
+    merged = {plan: [n for name, n in parts[plan] if name.endswith(("-snapshot", "-ledger", "-append-sorted"))]
+              for plan in ("single", "parallel")}
+    assert len(merged["parallel"]) == len(rounds) and min(merged["parallel"]) >= 2, parts
+    if strategy["kind"] != "Append":  # Append has no single-partition variant
+        assert merged["single"] == [1] * len(rounds), parts
+    assert all(len(r) >= 100 for r in results["driver"][:2]), [len(r) for r in results["driver"]]
+    assert results["driver"] == results["single"] == results["parallel"]
 
 
 def test_session_settings_are_restored_after_a_request(spark, tmp_path):

@@ -1,14 +1,31 @@
 """The batching property of spark_jobs/transform.py: however the inputs are split into transactions, the reduced
-output changelog equals one transaction and equals a plain Spark batch query over the reduced inputs."""
+output changelog equals a plain Spark batch query over the reduced inputs, and each transaction's output watermark
+is the minimum of its inputs' explicit watermarks.
+
+The splits come from Hypothesis (transform_support.splits): 1-4 transactions per example, with empty, one-row and
+watermark-only transactions, plus two explicit examples every run (one transaction; an edge-case sequence). The
+examples per query are few because each transaction is a real Spark job; ``ODF_BATCHING_EXAMPLES`` raises them for
+a deeper search, and a failing split is shrunk and kept in Hypothesis' example database.
+"""
 from __future__ import annotations
 
-import random
-import zlib
+import os
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, example, given, settings
 
-from .transform_support import Event, InputSpec, batch_reference, minutes, random_split, reduce_output, run_split
+from .transform_support import (
+    Event,
+    InputSpec,
+    Txn,
+    batch_reference,
+    expected_watermark,
+    minutes,
+    reduce_output,
+    run_split,
+    splits,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -80,19 +97,33 @@ CASES = {
 }
 
 
+EXAMPLES = int(os.environ.get("ODF_BATCHING_EXAMPLES", "3"))
+ONE_TRANSACTION = [Txn({"a": 15, "b": 7})]
+# nothing at all, one row of each, a watermark-only transaction of a, the rest, a watermark-only transaction of b
+EDGE_CASES = [Txn({"a": 0, "b": 0}), Txn({"a": 1, "b": 1}), Txn({}, frozenset({"a"})), Txn({"a": 14, "b": 6}),
+              Txn({}, frozenset({"b"}))]
+_references: dict[str, object] = {}
+
+
+def _reference(spark, name: str):
+    if name not in _references:
+        transform, _, changelog = CASES[name]
+        _references[name] = batch_reference(spark, transform, [input_a(), input_b()], changelog)
+        assert _references[name], "the reference result must not be empty, else the comparison proves little"
+    return _references[name]
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_any_split_gives_the_batch_result(spark, tmp_path, name):
-    transform, plan_class, changelog = CASES[name]
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@example(split=ONE_TRANSACTION)
+@example(split=EDGE_CASES)
+@given(split=splits([input_a(), input_b()]))
+def test_any_split_gives_the_batch_result(spark, tmp_path_factory, name, split):
+    transform, plan_class, _ = CASES[name]
     inputs = [input_a(), input_b()]
-    reference = batch_reference(spark, transform, inputs, changelog)
-    assert reference, "the reference result must not be empty, else the comparison proves little"
-
-    one = run_split(spark, tmp_path / "one", transform, inputs, [{"a": 15, "b": 7}])
-    assert {r.diagnostics["planClass"] for r in one.responses} == {plan_class}
-    assert reduce_output(one.rows()) == reference
-
-    rng = random.Random(zlib.crc32(name.encode()))
-    n_txn = rng.choice([2, 3])
-    split = random_split(rng, inputs, n_txn)
-    many = run_split(spark, tmp_path / "many", transform, inputs, split)
-    assert reduce_output(many.rows()) == reference, f"split {split}"
+    assert [sum(t.rows.get(s.alias, 0) for t in split) for s in inputs] == [len(s.events) for s in inputs]
+    result = run_split(spark, tmp_path_factory.mktemp(name), transform, inputs, split, watermarks=True)
+    assert {r.diagnostics["planClass"] for r in result.responses} == {plan_class}
+    assert reduce_output(result.rows()) == _reference(spark, name), f"split {split}"
+    assert [r.new_watermark for r in result.responses] == [expected_watermark(q) for q in result.requests]

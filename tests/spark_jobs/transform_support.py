@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from hypothesis import strategies as hst
 
 from odf_core.engine.protocol import InputHistory, OdfTransformRequest, OdfTransformResponse
 from odf_core.metadata import (
@@ -80,6 +81,15 @@ def write_slice(path: Path, spec: InputSpec, events: Sequence[Event], start: int
         for name, v in zip(spec.data_schema.names, e.data):
             cols[name].append(v)
     pq.write_table(pa.table(cols, schema=spec.arrow_schema()), path)
+
+
+@dataclass(frozen=True)
+class Txn:
+    """One transaction of a split: new rows per input alias (0 or absent: none) and the inputs whose explicit
+    watermark advances in it (with no new rows: a watermark-only transaction of that input)."""
+
+    rows: Mapping[str, int]
+    advance: frozenset[str] = frozenset()
 
 
 def valid_cuts(events: Sequence[Event]) -> list[int]:
@@ -170,6 +180,7 @@ class MiniCoordinator:
         root.mkdir(parents=True, exist_ok=True)
         self.pos = {s.alias: 0 for s in inputs}
         self.history: dict[str, list[str]] = {s.alias: [] for s in inputs}
+        self.advanced: dict[str, int] = {s.alias: 0 for s in inputs}
         self.schema_files: dict[str, str] = {}
         for s in inputs:
             p = root / f"{s.alias}.schema.parquet"
@@ -180,8 +191,10 @@ class MiniCoordinator:
         self.txn = 0
         self.result = ChainResult()
 
-    def request(self, chunks: Mapping[str, int]) -> dict[str, Any]:
-        """Build the next request doc, writing a slice for each input with chunks[alias] > 0 new rows."""
+    def request(self, chunks: Mapping[str, int], advance: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Build the next request doc, writing a slice for each input with chunks[alias] > 0 new rows; with
+        ``watermarks`` an input's explicit watermark is its latest event time seen, plus an hour for each transaction
+        that advanced it (``advance``)."""
         self.txn += 1
         system_time = minutes(100_000 + self.txn)
         qinputs = []
@@ -200,10 +213,12 @@ class MiniCoordinator:
                 self.pos[s.alias] = start + n
                 entry["offsetInterval"] = {"start": start, "end": start + n - 1}
                 entry["dataPaths"] = [str(path)]
-            if self.watermarks and self.pos[s.alias] > 0:
+            if s.alias in advance:
+                self.advanced[s.alias] += 1
+            if self.watermarks and (self.pos[s.alias] > 0 or self.advanced[s.alias]):
                 seen = s.events[:self.pos[s.alias]]
-                entry["explicitWatermarks"] = [{"systemTime": rfc3339(system_time),
-                                                "eventTime": rfc3339(max(e.event_time for e in seen))}]
+                mark = max((e.event_time for e in seen), default=BASE) + dt.timedelta(hours=self.advanced[s.alias])
+                entry["explicitWatermarks"] = [{"systemTime": rfc3339(system_time), "eventTime": rfc3339(mark)}]
             qinputs.append(entry)
             if self.use_history:
                 ext[s.alias] = {"historyDataPaths": list(self.history[s.alias])}
@@ -243,32 +258,50 @@ class MiniCoordinator:
         self.checkpoint = ckpt if Path(ckpt).exists() else self.checkpoint
         self.result.checkpoints.append(self.checkpoint)
 
-    def step(self, chunks: Mapping[str, int]) -> Resp:
-        doc = self.request(chunks)
+    def step(self, txn: Mapping[str, int] | Txn) -> Resp:
+        doc = self.request(txn.rows, txn.advance) if isinstance(txn, Txn) else self.request(txn)
         resp = self.execute(doc)
         self.commit(doc, resp)
         return resp
 
 
 def run_split(spark: Any, root: Path, transform: Mapping[str, Any], inputs: Sequence[InputSpec],
-              transactions: Sequence[Mapping[str, int]], **kw: Any) -> ChainResult:
+              transactions: Sequence[Mapping[str, int] | Txn], **kw: Any) -> ChainResult:
     coord = MiniCoordinator(spark, root, transform, inputs, **kw)
     for chunks in transactions:
         coord.step(chunks)
     return coord.result
 
 
-def random_split(rng: Any, inputs: Sequence[InputSpec], n_txn: int) -> list[dict[str, int]]:
-    """Chunk sizes per transaction for each input (some may be 0), respecting -C/+C adjacency."""
-    plan: list[dict[str, int]] = [dict() for _ in range(n_txn)]
-    for s in inputs:
-        cuts = valid_cuts(s.events)
-        inner = sorted(rng.sample(cuts[:-1], min(n_txn - 1, len(cuts) - 1))) if n_txn > 1 else []
-        bounds = [0, *inner, len(s.events)]
-        bounds += [len(s.events)] * (n_txn + 1 - len(bounds))
-        for t in range(n_txn):
-            plan[t][s.alias] = bounds[t + 1] - bounds[t]
-    return plan
+def splits(inputs: Sequence[InputSpec], max_txn: int = 4) -> hst.SearchStrategy[list[Txn]]:
+    """Every way to cut the inputs into 1..max_txn transactions that consume all their events: a cut never falls
+    between a -C and its +C; transactions may be empty for some or all inputs, hold one row, or only advance a
+    watermark."""
+    aliases = [s.alias for s in inputs]
+
+    @hst.composite
+    def draw_split(draw: Any) -> list[Txn]:
+        n = draw(hst.integers(1, max_txn))
+        sizes: dict[str, list[int]] = {}
+        for s in inputs:
+            cuts = hst.sampled_from([0, *valid_cuts(s.events)])
+            bounds = [0, *sorted(draw(hst.lists(cuts, min_size=n - 1, max_size=n - 1))), len(s.events)]
+            sizes[s.alias] = [bounds[t + 1] - bounds[t] for t in range(n)]
+        return [Txn({a: sizes[a][t] for a in aliases}, draw(hst.frozensets(hst.sampled_from(aliases))))
+                for t in range(n)]
+
+    return draw_split()
+
+
+def expected_watermark(request: Mapping[str, Any]) -> dt.datetime | None:
+    """The output watermark of a transaction: the minimum of the inputs' latest explicit watermarks, none while
+    any input has none."""
+    marks = []
+    for entry in request["content"]["queryInputs"]:
+        if not entry["explicitWatermarks"]:
+            return None
+        marks.append(max(Timestamp.parse(w["eventTime"]).to_datetime() for w in entry["explicitWatermarks"]))
+    return min(marks)
 
 
 def reduce_output(rows: Sequence[Mapping[str, Any]]) -> Counter:

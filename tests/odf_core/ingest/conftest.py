@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from .podman_service import import_busybox_image, podman_missing, start_podman_service
+from tests.conftest import PODMAN_SKIP
 from tests.odf_core.ingest.http_server import LocalHttpServer
 
 
@@ -25,10 +26,11 @@ class Podman:
 
 @pytest.fixture(scope="session")
 def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
-    """A podman service on a unique socket with a local busybox image; skipped only when podman is not installed."""
+    """A podman service on a unique socket with a local busybox image; skipped only when podman is not installed
+    (and then listed at the end of the run by the hook in tests/conftest.py)."""
     missing = podman_missing()
     if missing:
-        pytest.skip(missing)
+        pytest.skip(f"{PODMAN_SKIP}: {missing}")
     service = start_podman_service(str(tmp_path_factory.mktemp("podman")))
     try:
         image = import_busybox_image(service)

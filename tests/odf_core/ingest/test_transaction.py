@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
 import pytest
@@ -28,9 +29,10 @@ from odf_core.metadata import (
     ReadStepNdJson,
     SetPollingSource,
     SetVocab,
+    decode_block,
 )
 from odf_core.metadata.fragments import CompressionFormat, EventTimeSourceFromPath, SourceOrdering
-from odf_core.storage import crash_env, was_killed
+from odf_core.storage import DatasetLayout, crash_env, was_killed
 from odf_core.workspace import Workspace
 from tests.odf_core.ingest.http_server import Resource
 
@@ -117,14 +119,22 @@ def test_push_ndjson_files_share_offsets(ws, engine, tmp_path):
     h = _root(ws, "pushed", AddPushSource(source_name="app", read=ReadStepNdJson(
         schema=("ts TIMESTAMP", "city STRING", "rating INT")), merge=MergeStrategyAppend()),
         SetVocab(event_time_column="ts"))
+    pushed = []
     for i in range(3):
         f = tmp_path / f"p{i}.ndjson"
-        f.write_text("".join(f'{{"ts": "2024-01-0{i + 1}T0{j}:00:00Z", "city": "c{j}", "rating": {j}}}\n'
-                             for j in range(i + 1)))
+        # within a file the records arrive newest first: Append orders each slice by the event time column
+        records = [(datetime(2024, 1, i + 1, j, tzinfo=timezone.utc), f"c{j}", j) for j in reversed(range(i + 1))]
+        f.write_text("".join(f'{{"ts": "{ts:%Y-%m-%dT%H:%M:%SZ}", "city": "{c}", "rating": {r}}}\n'
+                             for ts, c, r in records))
         tx.push(ws, "pushed", str(f), source="app", engine=engine)
+        pushed += sorted(records)
     rows = _rows(h)
-    assert [r["offset"] for r in rows] == list(range(6))
-    assert set(rows[0]) >= {"offset", "op", "ts", "city", "rating"}
+    # SetVocab maps the event time to "ts": the slices carry no "event_time" column of their own
+    assert [list(r) for r in rows] == [["offset", "op", "ts", "city", "rating"]] * 6
+    assert [(r["offset"], r["op"], r["ts"], r["city"], r["rating"]) for r in rows] == [
+        (i, 0, ts, c, r) for i, (ts, c, r) in enumerate(pushed)]
+    st = h.state()
+    assert st.vocab.event_time_column == "ts" and str(st.last_watermark) == "2024-01-03T02:00:00Z"
     assert verify_integrity(h.store).ok
 
 
@@ -145,6 +155,16 @@ def test_steps_resume_and_commit_is_idempotent(ws, engine, http_server):
     assert sum(isinstance(b.event, AddData) for _, b in h.chain.iter_blocks()) == 1
 
 
+def _event_kinds(h) -> list[str]:
+    return [type(b.event).__name__ for _, b in reversed(list(h.chain.iter_blocks()))]
+
+
+def _blocks_off_the_chain(h) -> list[str]:
+    """Event kinds of blocks stored under blocks/ that the chain from the head does not reach."""
+    on_chain = {DatasetLayout.block_key(bh) for bh, _ in h.chain.iter_blocks()}
+    return [type(decode_block(h.store.get(k)).event).__name__ for k in h.store.list("blocks") if k not in on_chain]
+
+
 def test_crash_inside_commit_then_retry_commits_once(ws, engine, http_server):
     http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\nB,2\n", etag='"e1"')
     h = _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
@@ -152,17 +172,35 @@ def test_crash_inside_commit_then_retry_commits_once(ws, engine, http_server):
     tx.fetch(ws, txn)
     tx.prepare(ws, txn)
     tx.merge(ws, txn, engine, with_read=True)
+    before = _event_kinds(h)
+    assert before == ["Seed", "SetPollingSource"]
     code = ("import sys; from odf_core.workspace import Workspace; from odf_core.ingest import transaction as tx; "
             "ws = Workspace.open(sys.argv[1]); tx.commit(ws, tx.IngestTransaction.load(sys.argv[2]))")
-    for point in ("chain.after_block_write", "chain.after_head_update"):
+
+    def commit_in_child(point: str, nth: int) -> None:
         r = subprocess.run([sys.executable, "-c", code, ws.store.root, txn.staging_dir],
-                           env=crash_env(point, 2), capture_output=True, text=True, timeout=120)
-        assert was_killed(r.returncode) or r.returncode == 0, r.stderr
-        assert verify_integrity(h.store).ok
+                           env=crash_env(point, nth), capture_output=True, text=True, timeout=120)
+        assert was_killed(r.returncode), f"the commit did not die at {point}@{nth}: rc={r.returncode} {r.stderr}"
+        report = verify_integrity(h.store)
+        assert report.ok, report.summary()
+
+    # 1st attempt: SetDataSchema is committed, the AddData block is written (2nd block write), the head never moves
+    # to it: the dataset is valid at the schema block and the orphan block is not part of it.
+    commit_in_child("chain.after_block_write", 2)
+    assert _event_kinds(h) == [*before, "SetDataSchema"]
+    assert _blocks_off_the_chain(h) == ["AddData"]
+    # 2nd attempt: the schema is already there, so the AddData append is this attempt's first; it dies right after
+    # moving the head, before the summary and the transaction's commit record are written.
+    commit_in_child("chain.after_head_update", 1)
+    assert _event_kinds(h) == [*before, "SetDataSchema", "AddData"]
+    assert _blocks_off_the_chain(h) == []
+    committed = h.chain.head()
+    # The retry finds its block already committed: nothing is appended, and it reports that block.
     result = tx.commit(ws, txn)
-    adds = [b for _, b in h.chain.iter_blocks() if isinstance(b.event, AddData)]
-    assert len(adds) == 1 and adds[0].event.new_data.offset_interval.end == 1
-    assert result.offset_interval == (0, 1)
+    assert _event_kinds(h) == [*before, "SetDataSchema", "AddData"] and h.chain.head() == committed
+    assert result.block_hash == str(committed) and result.offset_interval == (0, 1) and result.num_records == 2
+    assert h.chain.state() == h.chain.rebuild_state()
+    assert sorted((r["city"], r["population"]) for r in _rows(h)) == [("A", 1), ("B", 2)]
 
 
 def test_bad_inputs_leave_the_dataset_unchanged(ws, engine, http_server):

@@ -75,18 +75,37 @@ def test_memory_store_readers_see_whole_objects(tmp_path: Path) -> None:
     seeds = [f"m{i}" for i in range(8)]
     expected = {block_key_for(content(s, SIZE)) for s in seeds}
     results: list[bool] = []
+    progress = {"written": 0, "checked": 0}  # objects written; objects visible to the last full reader pass
+    cond = threading.Condition()
 
     def write() -> None:
-        for s in seeds:
+        for i, s in enumerate(seeds):
             data = content(s, SIZE)
             results.append(store.put_if_absent(block_key_for(data), data))
+            with cond:  # hand over: the writer goes on only after a reader pass that began after this write
+                progress["written"] = i + 1
+                if i + 1 < len(seeds):
+                    assert cond.wait_for(lambda: progress["checked"] > i, timeout=60), "the reader stalled"
 
+    seen_counts: set[int] = set()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over as often as possible, so reads fall inside writes
     try:
         t = threading.Thread(target=write)
         t.start()
         while t.is_alive():
-            _check_blocks(store, expected)
+            with cond:
+                written = progress["written"]
+            visible = _check_blocks(store, expected)
+            assert visible >= written
+            seen_counts.add(visible)
+            with cond:
+                progress["checked"] = max(progress["checked"], written)
+                cond.notify_all()
         t.join()
         assert results == [True] * len(seeds) and _check_blocks(store, expected) == len(seeds)
+        # the reader saw the store between every two writes of the writer: it overlapped the whole write sequence
+        assert set(range(1, len(seeds))) <= seen_counts, seen_counts
     finally:
+        sys.setswitchinterval(switch)
         store.fs.rm(store.root, recursive=True)

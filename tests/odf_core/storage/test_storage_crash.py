@@ -35,10 +35,10 @@ def temp_leftovers(store: ObjectStore) -> list[str]:
     return [p for p in store.fs.find(store.root) if "/.tmp-" in p]
 
 
-@pytest.mark.parametrize(
-    "point, visible",
-    [("object.after_temp_write", False), ("object.after_publish", True)],
-)
+PUT_IF_ABSENT_CASES = [("object.after_temp_write", False), ("object.after_publish", True)]
+
+
+@pytest.mark.parametrize("point, visible", PUT_IF_ABSENT_CASES)
 def test_crash_during_put_if_absent(tmp_path: Path, point: str, visible: bool) -> None:
     root = str(tmp_path / "store")
     store = ObjectStore.open(root)
@@ -62,14 +62,14 @@ def test_crash_at_nth_hit_leaves_earlier_objects_complete(tmp_path: Path) -> Non
     assert_valid(store)
 
 
-@pytest.mark.parametrize(
-    "move, point, visible, leftovers",
-    [
-        ("copy", "object.after_temp_write", False, 1),
-        ("copy", "object.after_publish", True, 1),
-        ("move", "object.after_publish", True, 0),  # a move links the source in place: no temp file
-    ],
-)
+PUT_FILE_CASES = [
+    ("copy", "object.after_temp_write", False, 1),
+    ("copy", "object.after_publish", True, 1),
+    ("move", "object.after_publish", True, 0),  # a move links the source in place: no temp file
+]
+
+
+@pytest.mark.parametrize("move, point, visible, leftovers", PUT_FILE_CASES)
 def test_crash_during_put_file(tmp_path: Path, move: str, point: str, visible: bool, leftovers: int) -> None:
     root = str(tmp_path / "store")
     store = ObjectStore.open(root)
@@ -88,7 +88,10 @@ def test_crash_during_put_file(tmp_path: Path, move: str, point: str, visible: b
     assert len(store.remove_stale_temp(0)) == leftovers
 
 
-@pytest.mark.parametrize("point, expect", [("put.after_temp_write", "old"), ("put.after_replace", "new")])
+OVERWRITE_CASES = [("put.after_temp_write", "old"), ("put.after_replace", "new")]
+
+
+@pytest.mark.parametrize("point, expect", OVERWRITE_CASES)
 def test_crash_during_overwrite(tmp_path: Path, point: str, expect: str) -> None:
     root = str(tmp_path / "store")
     store = ObjectStore.open(root)
@@ -97,10 +100,10 @@ def test_crash_during_overwrite(tmp_path: Path, point: str, expect: str) -> None
     assert store.get("info/summary") == content(expect, SIZE)
 
 
-@pytest.mark.parametrize(
-    "point, expect, leftovers",
-    [("ref.locked", "old", 0), ("ref.after_temp_write", "old", 1), ("ref.after_replace", "new", 0)],
-)
+REF_UPDATE_CASES = [("ref.locked", "old", 0), ("ref.after_temp_write", "old", 1), ("ref.after_replace", "new", 0)]
+
+
+@pytest.mark.parametrize("point, expect, leftovers", REF_UPDATE_CASES)
 def test_crash_during_ref_update(tmp_path: Path, point: str, expect: str, leftovers: int) -> None:
     root = str(tmp_path / "store")
     store = ObjectStore.open(root)
@@ -123,7 +126,21 @@ def test_crash_during_ref_update(tmp_path: Path, point: str, expect: str, leftov
 
 
 def test_every_storage_crash_point_is_exercised() -> None:
-    """Keeps this file in step with the crash points the storage code declares."""
-    covered = {"object.after_temp_write", "object.after_publish", "put.after_temp_write", "put.after_replace",
-               "ref.locked", "ref.after_temp_write", "ref.after_replace"}
+    """Keeps this file in step with the crash points the storage code declares: the points the crash tests above
+    are parametrized with (read from their pytest marks, so a point dropped from a list shows up here) must be
+    exactly the points the storage code declares, and each declared point must really be in the storage code."""
+    import inspect
+    import sys
+
+    from odf_core.storage import backends
+
+    module = sys.modules[__name__]
+    covered = set()
+    for name, fn in inspect.getmembers(module, inspect.isfunction):
+        for mark in getattr(fn, "pytestmark", []):
+            if name.startswith("test_crash") and mark.name == "parametrize":
+                names = [n.strip() for n in mark.args[0].split(",")]
+                covered |= {case[names.index("point")] for case in mark.args[1]}
     assert covered == set(STORAGE_CRASH_POINTS)
+    source = inspect.getsource(backends)
+    assert [p for p in STORAGE_CRASH_POINTS if f'crash_point("{p}")' not in source] == []
