@@ -12,7 +12,7 @@ from email.utils import formatdate
 import pytest
 
 from dags_examples.demo_support import FileServer, StandaloneAirflow, processes_with_env
-from dags_examples.demo_support.standalone import _render_log_line
+from dags_examples.demo_support.standalone import _cmdline, _render_log_line
 
 
 def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int:
@@ -60,7 +60,13 @@ def test_stop_kills_the_group_and_then_whatever_left_it(tmp_path):
     try:
         af.start()
         deadline = time.monotonic() + 10
-        while len(af.processes()) < 3 and time.monotonic() < deadline:  # the script and both children
+
+        def commands() -> list[str]:
+            return [_cmdline(pid) for pid in af.processes()]
+
+        # the script and both children; `setsid` calls setsid() before it execs sleep, so once "sleep 301" shows
+        # it has left the group (counting processes alone races with the fork under load)
+        while not ("sleep 301" in commands() and len(af.processes()) == 3) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(af.processes()) == 3 and af.running()
         stragglers = af.stop(timeout_s=5)
