@@ -34,8 +34,10 @@ def get_provider_info() -> dict:
         "sensors": _modules("sensors.odf"),
         "triggers": _modules("triggers.odf"),
         "asset-uris": [
-            {"schemes": ["odf"], "handler": "airflow_provider_odf.assets.normalize_odf_uri"},
+            {"schemes": ["odf"], "handler": "airflow_provider_odf.assets.normalize_odf_uri",
+             "to_openlineage_converter": "airflow_provider_odf.lineage.naming.asset_to_openlineage"},
         ],
+        "extra-links": ["airflow_provider_odf.links.OdfDatasetLink"],
         "connection-types": [
             {
                 "connection-type": "odf",

@@ -70,14 +70,14 @@ class Builder:
     def _common(self, d: DatasetPlan, s: DagSettings) -> dict[str, Any]:
         # Task-level (not only default_args): in the graph DAG each group has its own dataset's settings.
         return dict(dataset=d.name, odf_conn_id=self.settings.odf_conn_id, spark_conn_id=s.spark_conn_id,
-                    execution_timeout=timedelta(seconds=s.execution_timeout) if s.execution_timeout else None,
+                    asset_namespace=self.settings.namespace, execution_timeout=timedelta(seconds=s.execution_timeout) if s.execution_timeout else None,
                     **_default_args(s))
 
     def _asset(self, name: str) -> Asset:
         return odf_asset(self.settings.namespace, name)
 
     def _committing(self, d: DatasetPlan) -> dict[str, Any]:
-        return dict(asset_namespace=self.settings.namespace, outlets=[self._asset(d.name)])
+        return dict(outlets=[self._asset(d.name)])
 
     def _verify(self, d: DatasetPlan, s: DagSettings) -> list[Any]:
         if s.verify == "none":
@@ -89,7 +89,8 @@ class Builder:
         tasks: list[Any] = []
         if sensor and s.sensor != "none":
             tasks.append(OdfSourceSensor(
-                task_id="wait_for_source", dataset=d.name, odf_conn_id=self.settings.odf_conn_id, **_default_args(s),
+                task_id="wait_for_source", dataset=d.name, odf_conn_id=self.settings.odf_conn_id,
+                asset_namespace=self.settings.namespace, **_default_args(s),
                 deferrable=s.sensor == "deferrable", mode="reschedule" if s.sensor == "reschedule" else "poke",
                 poke_interval=s.sensor_poke_interval, timeout=s.sensor_timeout, soft_fail=True))
         tasks += [
@@ -112,7 +113,7 @@ class Builder:
 
     def sync_task(self, s: DagSettings) -> OdfSyncOperator:
         return OdfSyncOperator(task_id="sync", folder=self.folder, odf_conn_id=self.settings.odf_conn_id,
-                               spark_conn_id=s.spark_conn_id)
+                               spark_conn_id=s.spark_conn_id, asset_namespace=self.settings.namespace)
 
     # -- DAGs ------------------------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
-"""What every ODF operator shares: the hook, a killable Spark engine, transaction ids and asset events.
+"""What every ODF operator shares: the hook, a killable Spark engine, transaction ids, asset events, lineage.
 
 Operators hold only names (dataset, connection ids) until ``execute``: building a DAG never opens a workspace,
-imports Spark or touches the network.
+imports Spark or OpenLineage, or touches the network. OpenLineage asks for lineage after ``execute``
+(``get_openlineage_facets_on_complete/failure``); the operators then read it from the chain
+(:mod:`airflow_provider_odf.lineage`, imported only then).
 """
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_odf.assets import odf_asset
 from airflow_provider_odf.hooks.odf import OdfHook
+from airflow_provider_odf.links import OdfDatasetLink
 
 if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Asset, Context
     from odf_core.engine import Engine
     from odf_core.workspace import Workspace
@@ -40,7 +44,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def result_summary(dataset: str, result: Any) -> dict[str, Any]:
-    """The small JSON an asset event and the XCom carry about a commit (never data)."""
+    """The small JSON an asset event and the XCom carry about a commit (never data), from the step's result."""
     return {
         "dataset": dataset,
         "block": _jsonable(getattr(result, "block_hash", None)),
@@ -51,24 +55,48 @@ def result_summary(dataset: str, result: Any) -> dict[str, Any]:
     }
 
 
+def commit_summary(ws: "Workspace", dataset: str, result: Any, log: Any) -> dict[str, Any]:
+    """The commit's provenance as the chain records it (block, previous block, offsets, watermark, source state,
+    input blocks: :meth:`BlockProvenance.to_extra`), else — when the block cannot be read back — the step's result."""
+    summary = result_summary(dataset, result)
+    from odf_core.errors import OdfError
+
+    from airflow_provider_odf.lineage.provenance import block_provenance
+
+    try:
+        return {**summary, **block_provenance(ws, dataset, str(result.block_hash)).to_extra()}
+    except OdfError as e:
+        log.warning("%s: the provenance of block %s cannot be read back (%s); the asset event carries the "
+                    "commit's own summary", dataset, result.block_hash, e)
+        return summary
+
+
 class OdfBaseOperator(BaseOperator):
     """Base of the ODF operators.
 
     :param dataset: dataset name in the workspace.
     :param odf_conn_id: the ``odf`` connection (workspace + Spark settings).
     :param spark_conn_id: a ``spark`` connection overriding the one the odf connection names.
+    :param asset_namespace: how Airflow names the workspace (default: ``odf_conn_id``): the namespace of the
+        dataset's Asset URI ``odf://<namespace>/<dataset>`` and of its OpenLineage name.
     """
 
     template_fields: Sequence[str] = ("dataset",)
     ui_color = "#dbeafe"
+    operator_extra_links = (OdfDatasetLink(),)
 
     def __init__(self, *, dataset: str, odf_conn_id: str = DEFAULT_CONN, spark_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 asset_namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.dataset = dataset
         self.odf_conn_id = odf_conn_id
         self.spark_conn_id = spark_conn_id
+        self.asset_namespace = asset_namespace
         self._engine: Engine | None = None
+
+    @property
+    def lineage_namespace(self) -> str:
+        return self.asset_namespace or self.odf_conn_id
 
     @cached_property
     def hook(self) -> OdfHook:
@@ -90,6 +118,25 @@ class OdfBaseOperator(BaseOperator):
             self.log.info("Stopping the Spark work of %s", self.dataset)
             self._engine.kill()
 
+    # -- OpenLineage ---------------------------------------------------------------------------------------------
+
+    def _lineage_workspace(self) -> "Workspace | None":
+        try:
+            return self.workspace()
+        except Exception as e:  # lineage of a task that failed to reach its workspace still names the datasets
+            self.log.warning("OpenLineage: workspace of connection '%s' not readable: %s", self.odf_conn_id, e)
+            return None
+
+    def odf_lineage(self, ws: "Workspace | None", failed: bool) -> "OperatorLineage":
+        """This task's lineage; ``failed``: the task failed (what it did not finish is left out)."""
+        raise NotImplementedError
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> "OperatorLineage":
+        return self.odf_lineage(self._lineage_workspace(), failed=False)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> "OperatorLineage":
+        return self.odf_lineage(self._lineage_workspace(), failed=True)
+
 
 class OdfCommittingOperator(OdfBaseOperator):
     """An operator that appends blocks to a dataset and emits its Asset event with the new head.
@@ -102,13 +149,23 @@ class OdfCommittingOperator(OdfBaseOperator):
                  **kwargs: Any) -> None:
         if "outlets" not in kwargs and "{{" not in dataset:
             kwargs["outlets"] = [odf_asset(asset_namespace or odf_conn_id, dataset)]
-        super().__init__(dataset=dataset, odf_conn_id=odf_conn_id, **kwargs)
-        self.asset_namespace = asset_namespace
+        super().__init__(dataset=dataset, odf_conn_id=odf_conn_id, asset_namespace=asset_namespace, **kwargs)
+        self.committed_block: str | None = None  # set by execute: what lineage reports
+
+    def report_commit(self, context: "Context", result: Any) -> dict[str, Any]:
+        """Log the committed block, attach its provenance to the Asset event and return it (the task's XCom)."""
+        summary = commit_summary(self.workspace(), self.dataset, result, self.log)
+        self.committed_block = summary["block"]
+        self.log.info("%s: committed block %s, %s record(s), offsets %s, watermark %s; head is now %s", self.dataset,
+                      summary["block"], summary["records"], summary["offsets"], summary["watermark"],
+                      summary["head"])
+        self.emit(context, summary)
+        return summary
 
     def _own_asset(self) -> "Asset | None":
         from airflow.sdk import Asset
 
-        uri = odf_asset(self.asset_namespace or self.odf_conn_id, self.dataset).uri
+        uri = odf_asset(self.lineage_namespace, self.dataset).uri
         return next((a for a in self.outlets if isinstance(a, Asset) and a.uri == uri), None)
 
     def emit(self, context: "Context", summary: dict[str, Any]) -> None:

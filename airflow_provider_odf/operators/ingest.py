@@ -12,18 +12,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_provider_odf.errors import OdfTaskError
-from airflow_provider_odf.operators.base import (
-    DEFAULT_CONN,
-    OdfBaseOperator,
-    OdfCommittingOperator,
-    result_summary,
-    txn_id,
-)
+from airflow_provider_odf.operators.base import DEFAULT_CONN, OdfBaseOperator, OdfCommittingOperator, txn_id
 
 if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Context
 
     from odf_core.metadata import Timestamp
+    from odf_core.workspace import Workspace
 
 UP_TO_DATE_KEY = "odf_up_to_date"
 # How far a worker's clock may lag the metadata DB's: the bound of the search for an earlier try's block.
@@ -36,7 +32,19 @@ def _steps():
     return transaction
 
 
-class OdfFetchOperator(OdfBaseOperator):
+class _IngestStepLineage:
+    """Lineage of the steps before Commit: the polling source flows into the dataset (nothing committed yet)."""
+
+    dataset: str
+    lineage_namespace: str
+
+    def odf_lineage(self, ws: "Workspace | None", failed: bool) -> "OperatorLineage":
+        from airflow_provider_odf.lineage import openlineage as ol
+
+        return ol.ingest_step(ws, self.lineage_namespace, self.dataset)
+
+
+class OdfFetchOperator(_IngestStepLineage, OdfBaseOperator):
     """Begin the run's ingest transaction and fetch new source data into its staging area.
 
     :param source: name of the polling source (None: the dataset's only one).
@@ -92,7 +100,7 @@ class _ContinuesTransaction:
         return _steps().IngestTransaction.from_ref(self.workspace(), ref)  # type: ignore[attr-defined]
 
 
-class _TxnStep(_ContinuesTransaction, OdfBaseOperator):
+class _TxnStep(_IngestStepLineage, _ContinuesTransaction, OdfBaseOperator):
     """A step that continues the transaction Fetch began.
 
     :param txn_from: task id whose XCom holds the transaction (default: ``fetch`` in this task's group).
@@ -145,7 +153,13 @@ class OdfCommitOperator(_ContinuesTransaction, OdfCommittingOperator):
     def execute(self, context: "Context") -> dict[str, Any]:
         txn = self.transaction(context)
         result = _steps().commit(self.workspace(), txn)
-        return _report_commit(self, context, result)
+        return _report_commit(self, result, context)
+
+    def odf_lineage(self, ws: "Workspace | None", failed: bool) -> "OperatorLineage":
+        from airflow_provider_odf.lineage import openlineage as ol
+
+        return ol.committed(ws, self.lineage_namespace, self.dataset, self.committed_block,
+                            inputs=ol.source_input(ws, self.dataset))
 
 
 class OdfPushIngestOperator(OdfCommittingOperator):
@@ -179,7 +193,13 @@ class OdfPushIngestOperator(OdfCommittingOperator):
         if result.already_ingested:
             self.log.info("%s: already ingested in block %s by an earlier try (transaction %s): nothing pushed",
                           self.dataset, result.block_hash, key)
-        return _report_commit(self, context, result)
+        return _report_commit(self, result, context)
+
+    def odf_lineage(self, ws: "Workspace | None", failed: bool) -> "OperatorLineage":
+        from airflow_provider_odf.lineage import openlineage as ol
+
+        return ol.committed(ws, self.lineage_namespace, self.dataset, self.committed_block,
+                            inputs=ol.path_input(self.path))
 
 
 def push_key(context: "Context", dataset: str) -> str:
@@ -201,11 +221,7 @@ def first_try_bound(context: "Context") -> "Timestamp | None":
     return Timestamp.from_datetime(run_after - CLOCK_SKEW_MARGIN)
 
 
-def _report_commit(op: OdfCommittingOperator, context: "Context", result: Any) -> dict[str, Any]:
+def _report_commit(op: OdfCommittingOperator, result: Any, context: "Context") -> dict[str, Any]:
     if getattr(result, "block_hash", None) is None:
         raise AirflowSkipException(f"{op.dataset}: nothing new to commit, head stays {result.head}")
-    summary = result_summary(op.dataset, result)
-    op.log.info("%s: committed block %s, %s record(s), offsets %s, watermark %s; head is now %s", op.dataset,
-                summary["block"], summary["records"], summary["offsets"], summary["watermark"], summary["head"])
-    op.emit(context, summary)
-    return summary
+    return op.report_commit(context, result)

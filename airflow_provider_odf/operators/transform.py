@@ -12,16 +12,14 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_provider_odf.errors import OdfTaskError
 from airflow_provider_odf.hooks.odf import OdfHook
-from airflow_provider_odf.operators.base import (
-    DEFAULT_CONN,
-    OdfBaseOperator,
-    OdfCommittingOperator,
-    result_summary,
-    txn_id,
-)
+from airflow_provider_odf.operators.base import DEFAULT_CONN, OdfBaseOperator, OdfCommittingOperator, txn_id
 
 if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Context
+
+    from airflow_provider_odf.lineage.provenance import VerifyOutcome
+    from odf_core.workspace import Workspace
 
 VerifyMode = Literal["integrity", "full"]
 
@@ -43,12 +41,13 @@ class OdfTransformOperator(OdfCommittingOperator):
             raise AirflowSkipException(f"{self.dataset}: input '{empty}' has no data yet, nothing to transform"
                                        if empty else f"{self.dataset}: the inputs have no new data, nothing to "
                                        "transform")
-        summary = result_summary(self.dataset, result)
-        self.log.info("%s: committed block %s, %s record(s), offsets %s, watermark %s; head is now %s",
-                      self.dataset, summary["block"], summary["records"], summary["offsets"], summary["watermark"],
-                      summary["head"])
-        self.emit(context, summary)
-        return summary
+        return self.report_commit(context, result)
+
+    def odf_lineage(self, ws: "Workspace | None", failed: bool) -> "OperatorLineage":
+        """Inputs are the exact input blocks the committed block records (or, without one, the inputs by name)."""
+        from airflow_provider_odf.lineage import openlineage as ol
+
+        return ol.committed(ws, self.lineage_namespace, self.dataset, self.committed_block)
 
 
 class OdfVerifyOperator(OdfBaseOperator):
@@ -64,8 +63,11 @@ class OdfVerifyOperator(OdfBaseOperator):
             raise ValueError(f"OdfVerifyOperator mode must be 'integrity' or 'full', got {mode!r}")
         super().__init__(dataset=dataset, **kwargs)
         self.mode = mode
+        self.outcome: VerifyOutcome | None = None  # set by execute: the data-quality assertion lineage reports
 
     def execute(self, context: "Context") -> dict[str, Any]:
+        from airflow_provider_odf.lineage.provenance import VerifyOutcome
+
         ws = self.workspace()
         self.log.info("%s: %s verification", self.dataset, self.mode)
         if self.mode == "full":
@@ -77,10 +79,16 @@ class OdfVerifyOperator(OdfBaseOperator):
 
             report = verify_integrity(ws.get(self.dataset).store)
         summary = report.summary()
+        self.outcome = VerifyOutcome(self.mode, report.ok, summary, report.blocks_checked)
         if not report.ok:
             raise OdfTaskError(f"{self.dataset}: verification failed: {summary}")
         self.log.info("%s: %s", self.dataset, summary)
         return {"dataset": self.dataset, "mode": self.mode, "ok": True}
+
+    def odf_lineage(self, ws: "Workspace | None", failed: bool) -> "OperatorLineage":
+        from airflow_provider_odf.lineage import openlineage as ol
+
+        return ol.verified(ws, self.lineage_namespace, self.dataset, self.outcome)
 
 
 class OdfSyncOperator(BaseOperator):
@@ -92,18 +100,21 @@ class OdfSyncOperator(BaseOperator):
     files have to change first) listing the problems, which the DAG factory also shows as failing DAGs.
 
     :param folder: folder of snapshot YAML files (as the workers see it).
+    :param asset_namespace: how Airflow names the workspace (default: ``odf_conn_id``; see OdfBaseOperator).
     """
 
     template_fields: Sequence[str] = ("folder",)
     ui_color = "#fef3c7"
 
     def __init__(self, *, folder: str, odf_conn_id: str = DEFAULT_CONN, spark_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 asset_namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.folder = folder
         self.odf_conn_id = odf_conn_id
         self.spark_conn_id = spark_conn_id
+        self.asset_namespace = asset_namespace
         self._engine: Any = None
+        self.changed: list[str] = []  # set by execute: datasets whose head moved (what lineage reports)
 
     def execute(self, context: "Context") -> list[str]:
         from odf_core.snapshots import sync_snapshots
@@ -113,7 +124,12 @@ class OdfSyncOperator(BaseOperator):
         timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
         self._engine = hook.get_engine(timeout_s=timeout)
         self.log.info("Syncing workspace %s with %s", ws.url, self.folder)
-        result = sync_snapshots(ws, self.folder, engine=self._engine)
+        before = _heads(ws)
+        try:
+            result = sync_snapshots(ws, self.folder, engine=self._engine)
+        finally:
+            after = _heads(ws)
+            self.changed = [n for n, h in after.items() if before.get(n) != h]
         for m in result.messages:
             self.log.info("%s", m)
         if not result.messages:
@@ -128,3 +144,23 @@ class OdfSyncOperator(BaseOperator):
     def on_kill(self) -> None:
         if self._engine is not None:
             self._engine.kill()
+
+    def _lineage(self) -> "OperatorLineage":
+        from airflow_provider_odf.lineage import openlineage as ol
+
+        try:
+            ws = OdfHook(self.odf_conn_id).get_workspace()
+        except Exception as e:
+            self.log.warning("OpenLineage: workspace of connection '%s' not readable: %s", self.odf_conn_id, e)
+            ws = None
+        return ol.synced(ws, self.asset_namespace or self.odf_conn_id, self.folder, self.changed)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> "OperatorLineage":
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> "OperatorLineage":
+        return self._lineage()
+
+
+def _heads(ws: "Workspace") -> dict[str, str]:
+    return {str(h.name): str(h.chain.head()) for h in ws.list()}

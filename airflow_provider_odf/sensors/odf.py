@@ -14,6 +14,7 @@ from airflow.sdk.bases.sensor import PokeReturnValue
 
 from airflow_provider_odf.errors import OdfTaskError
 from airflow_provider_odf.hooks.odf import OdfHook
+from airflow_provider_odf.links import OdfDatasetLink
 from airflow_provider_odf.triggers.odf import (
     DEFAULT_POLL_S,
     OdfDatasetTrigger,
@@ -24,19 +25,43 @@ from airflow_provider_odf.triggers.odf import (
 )
 
 if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Context
+
+    from odf_core.workspace import Workspace
 
 
 class _OdfSensor(BaseSensorOperator):
+    """:param asset_namespace: how Airflow names the workspace (default: ``odf_conn_id``; see OdfBaseOperator)."""
+
     template_fields: Sequence[str] = ("dataset",)
     ui_color = "#e0e7ff"
+    operator_extra_links = (OdfDatasetLink(),)
 
     def __init__(self, *, dataset: str, odf_conn_id: str = OdfHook.default_conn_name, deferrable: bool = False,
-                 poke_interval: float = DEFAULT_POLL_S, **kwargs: Any) -> None:
+                 poke_interval: float = DEFAULT_POLL_S, asset_namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(poke_interval=poke_interval, **kwargs)
         self.dataset = dataset
         self.odf_conn_id = odf_conn_id
         self.deferrable = deferrable
+        self.asset_namespace = asset_namespace
+
+    def odf_lineage(self, ws: "Workspace | None") -> "OperatorLineage":
+        raise NotImplementedError
+
+    def _lineage(self) -> "OperatorLineage":
+        try:
+            ws = self.hook.get_workspace()
+        except Exception as e:
+            self.log.warning("OpenLineage: workspace of connection '%s' not readable: %s", self.odf_conn_id, e)
+            ws = None
+        return self.odf_lineage(ws)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> "OperatorLineage":
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> "OperatorLineage":
+        return self._lineage()
 
     @cached_property
     def hook(self) -> OdfHook:
@@ -75,6 +100,14 @@ class OdfSourceSensor(_OdfSensor):
     def _trigger(self, context: "Context") -> OdfSourceTrigger:
         return OdfSourceTrigger(dataset=self.dataset, odf_conn_id=self.odf_conn_id, poll_interval=self.poke_interval)
 
+    def odf_lineage(self, ws: "Workspace | None") -> "OperatorLineage":
+        """The source it probed (nothing is read into the dataset)."""
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from airflow_provider_odf.lineage import openlineage as ol
+
+        return OperatorLineage(inputs=ol.source_input(ws, self.dataset))
+
 
 class OdfDatasetSensor(_OdfSensor):
     """Waits until a dataset's head moves past ``after_head``; without it, past the head this task returned on its
@@ -109,3 +142,12 @@ class OdfDatasetSensor(_OdfSensor):
 
     def _on_event(self, context: "Context", event: dict[str, Any]) -> Any:
         return event["head"]
+
+    def odf_lineage(self, ws: "Workspace | None") -> "OperatorLineage":
+        """The dataset it watched, at its current head."""
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from airflow_provider_odf.lineage import openlineage as ol
+
+        namer = ol.Namer(ws, self.asset_namespace or self.odf_conn_id)
+        return OperatorLineage(inputs=[namer.input(self.dataset)])

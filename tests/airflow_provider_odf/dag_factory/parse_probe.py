@@ -8,6 +8,11 @@ import sys
 import time
 
 
+LAZY_MODULES = {"airflow_provider_odf.lineage.openlineage", "airflow_provider_odf.lineage.facets",
+                "airflow_provider_odf.lineage.provenance", "airflow_provider_odf.plugins.app",
+                "airflow_provider_odf.plugins.views", "airflow_provider_odf.plugins.graph_svg"}
+
+
 def main(dag_file: str, workspace: str) -> None:
     from airflow.dag_processing.dagbag import DagBag  # Airflow itself is loaded before parsing, as in the processor
 
@@ -34,6 +39,8 @@ def main(dag_file: str, workspace: str) -> None:
         "import_errors": bag.import_errors,
         "side_effects": seen,
         "spark_modules": sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j")),
+        # lineage and the UI are imported when OpenLineage asks or the api-server serves /odf, never by a parse
+        "lineage_modules": sorted(m for m in sys.modules if m in LAZY_MODULES),
     }))
 
 

@@ -37,6 +37,7 @@ def test_200_snapshots_parse_inside_the_import_timeout_without_side_effects(tmp_
     assert report["tasks"] > 3 * len(names)
     assert report["side_effects"] == []
     assert report["spark_modules"] == []
+    assert report["lineage_modules"] == []
     assert report["seconds"] < guard_s, report
     assert sorted(p.name for p in (tmp_path / "ws" / ".odf").iterdir()) == ["workspace.version"]
 
@@ -47,7 +48,8 @@ def test_probe_does_see_workspace_access(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     dag_file.write_text(
-        "import os, subprocess, sys\nimport py4j\nfrom airflow.sdk import DAG\n"
+        "import os, subprocess, sys\nimport py4j\nimport airflow_provider_odf.lineage.facets\n"
+        "from airflow.sdk import DAG\n"
         f"os.listdir({str(ws)!r})\nsubprocess.run([sys.executable, '-c', 'pass'])\n"
         "dag = DAG('touchy', schedule=None)\n")
     probe = Path(__file__).with_name("parse_probe.py")
@@ -58,3 +60,4 @@ def test_probe_does_see_workspace_access(tmp_path):
     assert any(e.startswith("os.listdir") for e in report["side_effects"])
     assert any(e.startswith("subprocess.Popen") for e in report["side_effects"])
     assert "py4j" in report["spark_modules"]
+    assert report["lineage_modules"] == ["airflow_provider_odf.lineage.facets"]
