@@ -275,6 +275,23 @@ def cmd_tail(args) -> int:
     return 0
 
 
+@command("explain")
+def cmd_explain(args) -> int:
+    from odf_core.transform import explain, explain_lines
+
+    answer = explain(_workspace(args), _engine(args), args.dataset)
+    if answer.plan_class == "stateless":
+        print(f"{args.dataset}: stateless: every step runs the query over the new input rows only")
+        return 0
+    path = answer.path or "full"
+    print(f"{args.dataset}: stateful ({answer.reason}); {path} path"
+          + (": each step costs its new rows plus the operators' state" if path == "incremental" else
+             ": each step re-evaluates the query over the inputs' whole state"))
+    for line in explain_lines(answer.operators or ()):
+        print(f"  {line}")
+    return 0
+
+
 @command("sql")
 def cmd_sql(args) -> int:
     from odf_core.query import sql
@@ -449,6 +466,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("tail", help="the last records of a dataset")
     s.add_argument("dataset")
     s.add_argument("-n", "--num-records", type=int, default=10)
+    s = sub.add_parser("explain", help="how a derivative's query is evaluated: per operator, incremental or full "
+                       "and why")
+    s.add_argument("dataset")
+    _spark_options(s)
     s = sub.add_parser("sql", help="run a read-only Spark SQL query over datasets by name")
     s.add_argument("query")
     s.add_argument("--limit", type=int, default=1000)

@@ -39,8 +39,10 @@ def list_parts(directory: str) -> list[str]:
     return sorted(glob.glob(os.path.join(directory, "part-*.parquet")))
 
 
-def write_single_parquet(df: DataFrame, path: str, sort: Sequence[Column] = ()) -> None:
-    """Write ``df`` as exactly one parquet file at ``path`` with Spark (one partition, the part file moved)."""
+def write_single_parquet(df: DataFrame, path: str, sort: Sequence[Column] = (),
+                         options: dict[str, str] | None = None) -> None:
+    """Write ``df`` as exactly one parquet file at ``path`` with Spark (one partition, the part file moved);
+    ``options`` go to the parquet writer (e.g. ``parquet.block.size``)."""
     target = local_path(path)
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)
@@ -49,7 +51,7 @@ def write_single_parquet(df: DataFrame, path: str, sort: Sequence[Column] = ()) 
         out = df.coalesce(1)
         if sort:
             out = out.sortWithinPartitions(*sort)
-        out.write.mode("overwrite").parquet(tmp)
+        out.write.mode("overwrite").options(**(options or {})).parquet(tmp)
         parts = list_parts(tmp)
         if len(parts) != 1:
             raise RuntimeError(f"expected one parquet part file in {tmp}, found {parts}")

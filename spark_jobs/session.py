@@ -39,11 +39,11 @@ def quiet_pyspark_loggers() -> None:
 
 
 def request_session(spark: SparkSession) -> SparkSession:
-    """A child session with the caller's SQL settings and then the ODF ones on top: own temp views and settings,
+    """A child session with the caller's SQL and ``spark.odf.*`` settings and then the ODF ones on top: own temp views and settings,
     the caller's session untouched (a new session would otherwise start from the SparkConf alone)."""
     session = spark.newSession()
     for k, v in spark.conf.getAll.items():
-        if k.startswith("spark.sql.") and session.conf.isModifiable(k):
+        if (k.startswith("spark.sql.") and session.conf.isModifiable(k)) or k.startswith("spark.odf."):
             session.conf.set(k, v)
     for k, v in SQL_CONF.items():
         session.conf.set(k, v)

@@ -166,6 +166,22 @@ class OdfTransformRequest(Model):
 
 @odf_type
 @model
+class OperatorPlan(Model):
+    """How one operator of a transform's plan is evaluated, for ``odf explain`` and the transform's log.
+
+    ``path``: ``stateless`` (the whole query runs over the new rows), ``row-wise`` (applied to the changed rows),
+    ``incremental`` (updated from the changed rows and its state), ``full`` (recomputed over the inputs' whole
+    state); ``detail`` says how or why.
+    """
+
+    depth: int = req(W.U64)
+    operator: str = req(W.STR)
+    path: str = req(W.STR)
+    detail: str | None = opt(W.STR)
+
+
+@odf_type
+@model
 class TransformDiagnostics(Model):
     """How the engine ran a transform: logged by the coordinator and the Airflow task."""
 
@@ -175,6 +191,9 @@ class TransformDiagnostics(Model):
     output_rows: int | None = opt(W.U64N)
     warnings: tuple[str, ...] | None = lst(STR)
     timings: str | None = opt(W.STR)  # "plan=12ms execute=300ms", for the log
+    path: str | None = opt(W.STR)  # stateful plans: "incremental" | "rebuild" | "full"
+    operators: tuple[OperatorPlan, ...] | None = lst(item(W.TABLE, "OperatorPlan"))
+    state_rows: int | None = opt(W.U64N)  # rows in the new checkpoint's state tables
 
 
 @odf_type
@@ -209,6 +228,8 @@ class ValidateQueryResponseSuccess(Model):
     output_schema: bytes = req(W.BYTES)  # the output slice's Arrow schema (SetDataSchema form)
     plan_class: str = req(W.STR)
     reason: str | None = opt(W.STR)
+    path: str | None = opt(W.STR)  # stateful plans: "incremental" | "full"
+    operators: tuple[OperatorPlan, ...] | None = lst(item(W.TABLE, "OperatorPlan"))
 
 
 @odf_type

@@ -4,6 +4,8 @@ from odf_core.transform.coordinator import (  # noqa: F401
     TransformError,
     TransformResult,
     VerifyReport,
+    explain,
+    explain_lines,
     input_without_data,
     run,
     set_transform,

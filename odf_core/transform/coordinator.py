@@ -29,6 +29,7 @@ from odf_core.engine.protocol import (
     QueryResponseInvalidQuery,
     ValidateInput,
     ValidateQueryRequest,
+    ValidateQueryResponseSuccess,
     ValidateQueryResult,
 )
 from odf_core.errors import DatasetNotFound, OdfError
@@ -279,9 +280,19 @@ def _log_diagnostics(dataset: str, response: OdfTransformResponse) -> None:
     if d is None:
         return
     why = f" ({d.reason} is not row-wise)" if d.reason else ""
-    log.info("%s: %s plan%s; %s output row(s); %s", dataset, d.plan_class, why, d.output_rows, d.timings or "")
+    path = f", {d.path} path" if d.path else ""
+    state = f", {d.state_rows} state row(s)" if d.state_rows is not None else ""
+    log.info("%s: %s plan%s%s; %s output row(s)%s; %s", dataset, d.plan_class, why, path, d.output_rows, state,
+             d.timings or "")
+    for line in explain_lines(d.operators or ()):
+        log.info("%s:   %s", dataset, line)
     for w in d.warnings or ():
         log.warning("%s: %s", dataset, w)
+
+
+def explain_lines(operators) -> list[str]:
+    """One indented line per operator: ``Aggregate  incremental  state per group ...``."""
+    return [f"{'  ' * o.depth}{o.operator}: {o.path}" + (f" ({o.detail})" if o.detail else "") for o in operators]
 
 
 def _commit(handle: DatasetHandle, staging: str, plan: dict, response: OdfTransformResponse) -> TransformResult:
@@ -325,6 +336,25 @@ def _commit(handle: DatasetHandle, staging: str, plan: dict, response: OdfTransf
 def validate_query(ws: Workspace, engine: Engine, dataset: str, event: SetTransform, vocab) -> bytes | None:
     """The output schema (Arrow, SetDataSchema form) of ``event``'s query on its inputs' schemas, validated by the
     engine; None when an input has no schema yet (the query is then validated on its first data)."""
+    answer = _validate(ws, engine, dataset, event, vocab)
+    return answer.output_schema if answer is not None else None
+
+
+def explain(ws: Workspace, engine: Engine, dataset: str) -> ValidateQueryResponseSuccess:
+    """How the engine evaluates a derivative's current query: its plan class and, for stateful queries, the path of
+    each operator (incremental, row-wise or full, with why). Reads nothing but the inputs' schemas."""
+    handle = ws.get(dataset)
+    state = handle.state()
+    if state.transform is None:
+        raise InvalidQuery(f"dataset '{dataset}' has no transform (is it a root dataset?)")
+    answer = _validate(ws, engine, dataset, state.transform, state.vocab)
+    if answer is None:
+        raise InvalidQuery(f"dataset '{dataset}': an input has no schema yet (pull it first)")
+    return answer
+
+
+def _validate(ws: Workspace, engine: Engine, dataset: str, event: SetTransform, vocab
+              ) -> ValidateQueryResponseSuccess | None:
     with tempfile.TemporaryDirectory(prefix="odf-validate-") as tmp:
         inputs, missing = [], []
         for i, inp in enumerate(event.inputs):
@@ -349,7 +379,7 @@ def validate_query(ws: Workspace, engine: Engine, dataset: str, event: SetTransf
         raise InvalidQuery(f"dataset '{dataset}': invalid query: {value.message}")
     if isinstance(value, EngineInternalError):
         raise engine_internal_error(what, value.message, value.error_class, value.backtrace)
-    return value.output_schema
+    return value
 
 
 def set_transform(ws: Workspace, dataset: str, event: SetTransform, *, engine: Engine) -> Multihash:

@@ -9,7 +9,8 @@ Output slice: ONE parquet file at ``newDataPath`` (none when there are no rows):
 ``nextOffset``), ``op`` (int32), ``system_time`` (the request's time), ``event_time``, then the query's other columns
 in query order (top-level timestamps truncated to ms UTC). The checkpoint (:mod:`.checkpoint`) is always written.
 
-Limits: a stateful transaction costs O(history). Ties in a window's ORDER BY, LIMIT without ORDER BY and the element
+Stateful queries in the incremental fragment (:mod:`.incremental`) cost their new rows plus their state; the others
+cost O(history). Ties in a window's ORDER BY, LIMIT without ORDER BY and the element
 order of ``collect_list`` are non-deterministic in Spark itself and are not detected. Map/variant columns cannot be
 diffed or reduced (InvalidQuery for stateful queries). Output and checkpoint paths must be local to the driver.
 """
@@ -74,7 +75,18 @@ def _diagnostics(diag: dict[str, Any], timings: dict[str, float]) -> TransformDi
         plan_class=diag.get("plan_class"), reason=diag.get("reason") or None,
         correction_key=tuple(diag["correction_key"]) if diag.get("correction_key") else None,
         output_rows=diag.get("output_rows"), warnings=tuple(diag.get("warnings") or ()) or None,
-        timings=" ".join(f"{k}={v * 1000:.0f}ms" for k, v in timings.items()) or None)
+        timings=" ".join(f"{k}={v * 1000:.0f}ms" for k, v in timings.items()) or None,
+        path=diag.get("path"), operators=tuple(diag["operators"]) if diag.get("operators") else None,
+        state_rows=diag.get("state_rows"))
+
+
+def _plan_incremental(session: SparkSession, transform: Any, inputs: list[QueryInput], schemas: list[Any],
+                      vocab: Any) -> Any:
+    from spark_jobs.transform.incremental import enabled
+    from spark_jobs.transform.incremental.plan import plan_query
+
+    return plan_query(session, transform, schemas, [i.vocab for i in inputs], [i.alias for i in inputs], vocab,
+                      enabled(session))
 
 
 def execute_transform(spark: SparkSession, request: OdfTransformRequest | TransformRequest) -> OdfTransformResponse:
@@ -118,7 +130,13 @@ def _execute(spark: SparkSession, request: TransformRequest, inputs: list[QueryI
             interval, counts = run_stateless(session, request, out, info)
         write_stateless_checkpoint(session, request)
     else:
-        interval, counts = run_stateful(session, request, inputs, info, schemas, diag)
+        planned = _plan_incremental(session, request.transform, inputs, schemas, request.vocab)
+        diag["operators"] = planned.operators
+        if planned.reason:
+            diag["reason"] = f"{info.reason}; full path: {planned.reason}"
+        timings["plan"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        interval, counts = run_stateful(session, request, inputs, info, schemas, diag, planned)
     if interval is None and os.path.exists(local_path(request.new_data_path)):
         os.remove(local_path(request.new_data_path))  # left by an earlier attempt of this transaction
     timings["execute"] = time.monotonic() - t1
@@ -152,8 +170,19 @@ def validate_query(spark: SparkSession, request: ValidateQueryRequest) -> Valida
             views[inp.query_alias] = read_rows(session, schema, ())
         out, info = prepare(session, request.transform, views, request.vocab)
         schema = output_schema(out, info.layout, request.vocab)
+        path, operators = None, None
+        if info.plan_class != STATELESS:
+            from spark_jobs.transform.incremental import enabled
+            from spark_jobs.transform.incremental.plan import plan_query
+
+            schemas = [v.schema for v in views.values()]
+            planned = plan_query(session, request.transform, schemas, [i.vocab for i in request.inputs],
+                                 list(views), request.vocab, enabled(session))
+            path = "incremental" if planned.plan is not None else "full"
+            operators = tuple(planned.operators) or None
         return ValidateQueryResponseSuccess(output_schema=_arrow_schema_bytes(session, schema),
-                                            plan_class=info.plan_class, reason=info.reason or None)
+                                            plan_class=info.plan_class, reason=info.reason or None, path=path,
+                                            operators=operators)
     except InvalidQuery as e:
         return QueryResponseInvalidQuery(message=str(e))
     except EngineFailure as e:

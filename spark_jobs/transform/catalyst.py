@@ -42,6 +42,30 @@ class Catalyst:
     def project(self, exprs: Sequence[Any], child: Any) -> Any:
         return self.jvm.org.apache.spark.sql.catalyst.plans.logical.Project(self.seq(exprs), child)
 
+    def none(self) -> Any:
+        return getattr(getattr(self.jvm.scala, "None$"), "MODULE$")
+
+    def alias(self, expr: Any, name: str, expr_id: Any | None = None, metadata: Any | None = None) -> Any:
+        """``expr AS name`` with a chosen expression id: spliced rows then bind where the original attribute did."""
+        e = self.jvm.org.apache.spark.sql.catalyst.expressions
+        if expr_id is None:
+            expr_id = getattr(getattr(e, "NamedExpression$"), "MODULE$").newExprId()
+        md = self.jvm.scala.Some(metadata) if metadata is not None else self.none()
+        return e.Alias(expr, name, expr_id, self.seq([]), md, self.seq([]))
+
+    def with_children(self, node: Any, children: Sequence[Any]) -> Any:
+        return node.withNewChildren(self.seq(children))
+
+    def physical_aggregation(self, node: Any) -> tuple[list[Any], list[Any], list[Any], Any] | None:
+        """Spark's own split of an Aggregate: (grouping named expressions, distinct aggregate expressions, result
+        expressions over the grouping attributes and each aggregate's result attribute, child)."""
+        pattern = getattr(getattr(self.jvm.org.apache.spark.sql.catalyst.planning, "PhysicalAggregation$"), "MODULE$")
+        found = pattern.unapply(node)
+        if not found.isDefined():
+            return None
+        t = found.get()
+        return self.items(t._1()), self.items(t._2()), self.items(t._3()), t._4()
+
     def walk(self, plan: Any) -> Iterator[Any]:
         """All plan nodes, including subquery plans hidden in expressions."""
         stack = [plan]

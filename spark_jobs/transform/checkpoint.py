@@ -5,6 +5,10 @@ Stateful: one row per distinct output row (event time and data columns as in the
 ``__odf_count`` holds ``{"__odf_checkpoint": JSON}`` with ``format`` = ``odf-spark-transform-checkpoint``, ``version``
 = 1, ``planClass``, ``queryHash`` (SHA-256 of the canonical JSON of the queries) and, for stateful, ``inputs``:
 ``{queryAlias: {"datasetId", "lastOffset"}}``, used to check that the next request continues where this one ended.
+
+Version 2 (incremental stateful queries, :mod:`.incremental`) keeps the same description, plus ``path`` =
+``incremental`` and the plan's ``fingerprint``, in the field metadata of ``__odf_table``; the output state is one of
+its tables (:mod:`.incremental.state`).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ _META_KEY = "__odf_checkpoint"
 class Checkpoint:
     meta: Mapping[str, Any]
     state: DataFrame | None  # output rows + __odf_count (stateful checkpoints only)
+    store: Any = None  # the state tables of a version 2 checkpoint (an incremental.state.StateStore)
 
 
 def query_hash(transform: TransformSql) -> str:
@@ -50,6 +55,17 @@ def read_checkpoint(session: SparkSession, path: str) -> Checkpoint:
         df = session.read.schema(file_schema(session, local)).parquet(local)
     except Exception as e:  # noqa: BLE001
         raise EngineFailure(f"the previous checkpoint {path!r} is not a parquet file: {user_message(e)}") from None
+    from spark_jobs.transform.incremental.state import TABLE, StateStore, read_meta
+
+    if TABLE in df.columns:
+        try:
+            meta = read_meta(df.schema)
+        except ValueError:
+            meta = None
+        if not meta or meta.get("format") != CHECKPOINT_FORMAT or meta.get("version") != 2:
+            raise EngineFailure(f"the previous checkpoint {path!r} has unreadable metadata")
+        store = StateStore.open(session, path, meta)
+        return Checkpoint(meta, store.table("output"), store)
     if COUNT not in df.columns:
         raise EngineFailure(f"the previous checkpoint {path!r} is not a checkpoint of this engine (no {COUNT})")
     try:

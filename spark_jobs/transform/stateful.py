@@ -144,8 +144,10 @@ def write_state(session: SparkSession, request: TransformRequest, inputs: Sequen
 
 
 def run_stateful(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput], info: PlanInfo,
-                 schemas: Sequence[T.StructType], diag: dict[str, Any]
+                 schemas: Sequence[T.StructType], diag: dict[str, Any], planned: Any = None
                  ) -> tuple[OffsetInterval | None, dict[str, int]]:
+    """One stateful transaction; ``planned`` (:class:`.incremental.plan.Planned`) with a plan makes it incremental
+    when the previous checkpoint holds that plan's states, else a full step that builds them."""
     warnings: list[str] = diag.setdefault("warnings", [])
     qhash = query_hash(request.transform)
     prev = previous_checkpoint(session, request, warnings)
@@ -155,10 +157,48 @@ def run_stateful(session: SparkSession, request: TransformRequest, inputs: Seque
         shutil.copyfile(local_path(request.prev_checkpoint_path or ""), local_path(request.new_checkpoint_path))
         warnings.append("no new input data: the checkpoint is carried over")
         return None, {}
+    plan = planned.plan if planned is not None else None
+    if plan is None:
+        diag["path"] = "full"
+        return _full(session, request, inputs, info, schemas, diag, prev, ends, unchanged)
+    from spark_jobs.transform import incremental
+    from spark_jobs.transform.catalyst import Catalyst
+
+    step = incremental.Step(session, Catalyst(session), inputs, schemas, ends, info.op_read, plan)
+    try:
+        why = incremental.reusable(prev.meta if prev is not None else None, plan, qhash)
+        states = incremental.load_states(prev.store, plan) if why is None and prev is not None else None
+        if why is None and states is None:
+            why = "the previous checkpoint lacks an operator's state"
+        if why is None and prev is not None and states is not None:
+            diag["path"] = "incremental"
+            return _incremental(step, request, info, planned.out_schema, prev, states, diag)
+        diag["path"] = "rebuild"
+        if why != "first transaction":
+            warnings.append(f"incremental state rebuilt from the inputs' history: {why}")
+        return _full(session, request, inputs, info, schemas, diag, prev, ends, unchanged, step)
+    finally:
+        step.release()
+
+
+def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput], info: PlanInfo,
+          schemas: Sequence[T.StructType], diag: dict[str, Any], prev: Checkpoint | None,
+          ends: Mapping[str, int | None], unchanged: bool, step: Any = None
+          ) -> tuple[OffsetInterval | None, dict[str, int]]:
+    """The query over the inputs' whole state, diffed against the previous output state; with ``step`` the
+    operators' states are computed too and the checkpoint is an incremental one."""
+    warnings: list[str] = diag.setdefault("warnings", [])
     t0 = time.monotonic()
     layout, schema = write_state(session, request, inputs, info, schemas, ends, diag.setdefault("modes", {}))
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
     new_state = session.read.schema(schema).parquet(local_path(request.new_checkpoint_path))
+    if step is not None:
+        from spark_jobs.transform import incremental
+
+        states = {op.id: step.keep(incremental.initial_states(step, op)) for op in step.plan.ops}
+        sizes = incremental.write_checkpoint(step, request, new_state, states)
+        diag["state_rows"] = sum(sizes.values())
+        new_state = read_checkpoint(session, request.new_checkpoint_path).state
     if prev is not None and prev.state is not None:
         old_state = align_old_state(prev.state, schema, layout.columns)
         if not unchanged:
@@ -166,5 +206,31 @@ def run_stateful(session: SparkSession, request: TransformRequest, inputs: Seque
     else:
         old_state = session.createDataFrame(session.sparkContext.emptyRDD(), schema)
     rows, op, order = diff(old_state, new_state, layout.columns, info.key)
+    diag["correction_key"] = list(info.key) if info.key is not None else None
+    return write_output(finalize(rows, op, order, layout, request), request)
+
+
+def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schema: T.StructType, prev: Checkpoint,
+                 states: Mapping[str, DataFrame], diag: dict[str, Any]
+                 ) -> tuple[OffsetInterval | None, dict[str, int]]:
+    """The output's change from the inputs' new slices and the operators' states; the output slice is the
+    difference of the old and new output states, as on the full path."""
+    from spark_jobs.transform import incremental
+
+    t0 = time.monotonic()
+    query_layout = layout_of(out_schema, request.vocab, STATEFUL)
+    names = [query_layout.event_time, *query_layout.data]
+    types = {f.name: f.dataType for f in out_schema.fields}
+    top, new_states = incremental.output_change(step, out_schema.names, states)
+    change = incremental.counted_change(top, out_schema.names, names, types)
+    assert prev.state is not None
+    new_state = incremental.apply_change(prev.state, change, names)
+    new_state = new_state.select(*[plain_alias(col(n), n) for n in names], F.col(COUNT))
+    sizes = incremental.write_checkpoint(step, request, new_state, new_states)
+    diag["state_rows"] = sum(sizes.values())
+    diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
+    written = read_checkpoint(step.session, request.new_checkpoint_path).state
+    layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
+    rows, op, order = diff(prev.state, written, names, info.key)
     diag["correction_key"] = list(info.key) if info.key is not None else None
     return write_output(finalize(rows, op, order, layout, request), request)

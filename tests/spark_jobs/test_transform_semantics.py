@@ -2,7 +2,6 @@
 checkpoints, watermarks and re-runs, checked against hand-computed expectations."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +10,16 @@ import pytest
 
 from odf_core.metadata import Timestamp
 
-from .transform_support import TS, Event, InputSpec, MiniCoordinator, minutes, reduce_output, run_split
+from .transform_support import (
+    TS,
+    Event,
+    InputSpec,
+    MiniCoordinator,
+    checkpoint_tables,
+    minutes,
+    reduce_output,
+    run_split,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -95,12 +103,15 @@ def test_stateful_aggregate_retracts_corrects_then_appends(spark, tmp_path):
     assert shape(coord.result.rows(), "k", "n", "total") == [
         (0, A, 1, "p", 1, 1), (1, A, 2, "q", 1, 2), (2, A, 3, "r", 1, 3),
         (3, R, 3, "r", 1, 3), (4, CF, 1, "p", 1, 1), (5, CT, 4, "p", 2, 6), (6, A, 5, "s", 1, 7)]
-    ckpt = pq.read_table(coord.checkpoint)
-    assert ckpt.column_names == ["event_time", "k", "n", "total", "__odf_count"]
-    assert [(r["k"], r["n"], r["__odf_count"]) for r in ckpt.to_pylist()] == [("q", 1, 1), ("p", 2, 1), ("s", 1, 1)]
-    meta = json.loads(json.loads(ckpt.schema.metadata[b"org.apache.spark.sql.parquet.row.metadata"])
-                      ["fields"][-1]["metadata"]["__odf_checkpoint"])
-    assert meta["planClass"] == "stateful" and meta["inputs"]["a"]["lastOffset"] == 5
+    meta, tables = checkpoint_tables(coord.checkpoint)
+    assert meta["planClass"] == "stateful" and meta["path"] == "incremental" and meta["inputs"]["a"]["lastOffset"] == 5
+    out = tables["output"]
+    assert out.column_names == ["event_time", "k", "n", "total", "__odf_count"]
+    assert sorted((r["k"], r["n"], r["__odf_count"]) for r in out.to_pylist()) == [("p", 2, 1), ("q", 1, 1),
+                                                                                  ("s", 1, 1)]
+    (groups,) = [t for name, t in tables.items() if name.startswith("aggregate:")]
+    assert sorted((r["k0"], r["__odf_rows"], r["s0_n"]) for r in groups.to_pylist()) == [("p", 2, 2), ("q", 1, 1),
+                                                                                        ("s", 1, 1)]
 
 
 def test_global_aggregate_is_corrected_in_place(spark, tmp_path):

@@ -142,7 +142,8 @@ class Resp:
             return {}
         return {"planClass": d.plan_class, "reason": d.reason,
                 "correctionKey": list(d.correction_key) if d.correction_key else None,
-                "outputRows": d.output_rows, "warnings": list(d.warnings or ())}
+                "outputRows": d.output_rows, "warnings": list(d.warnings or ()), "path": d.path,
+                "operators": [(o.operator, o.path) for o in d.operators or ()], "stateRows": d.state_rows}
 
 
 def typed_request(doc: Mapping[str, Any]) -> OdfTransformRequest:
@@ -367,3 +368,18 @@ def spark_schema(spec: InputSpec) -> Any:
     to_spark = {pa.int64(): T.LongType(), pa.int32(): T.IntegerType(), pa.string(): T.StringType(),
                 pa.float64(): T.DoubleType(), pa.bool_(): T.BooleanType(), TS: T.TimestampType()}
     return T.StructType([T.StructField(f.name, to_spark[f.type], f.nullable) for f in spec.arrow_schema()])
+
+
+def checkpoint_tables(path: str) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """An incremental (version 2) checkpoint read with pyarrow alone: its description and each named table."""
+    import pyarrow.compute as pc
+
+    table = pq.read_table(path)
+    fields = json.loads(table.schema.metadata[b"org.apache.spark.sql.parquet.row.metadata"])["fields"]
+    meta = json.loads(next(f for f in fields if f["name"] == "__odf_table")["metadata"]["__odf_checkpoint"])
+    tables = {}
+    for name, spec in meta["tables"].items():
+        tid = spec["id"]
+        rows = table.filter(pc.equal(table["__odf_table"], tid))
+        tables[name] = pa.table({c: rows[f"t{tid}_{c}"] for c in spec["columns"]})
+    return meta, tables

@@ -1,0 +1,249 @@
+"""Incremental stateful transforms: a step costs its new input rows and the state, not the inputs' history.
+
+The query's optimised plan is cut into segments and operators (:mod:`.plan`). A step turns each input's new slice
+into a change (added rows; for a reduced input, -R/-C rows are removed rows), pushes it through the segments as two
+ordinary evaluations and through each operator with its state (:mod:`.aggregate`), and ends with the change of the
+query's output. The output state (the counted current output rows, as the full path keeps it) plus that change is
+the new output state; the output slice is the difference of the two, written exactly as the full path writes it, so
+the bytes of a slice do not depend on the path. All states are tables of the one checkpoint file (:mod:`.state`).
+
+The first step, a checkpoint of the full path or of another plan (the query, the input schemas or this engine's
+state layout changed) *rebuild*: the full path computes the output and the operators' states are computed from the
+inputs' history, once.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from odf_core.metadata import TransformRequest
+from spark_jobs.columns import col
+from spark_jobs.parquet_files import local_path
+from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.checkpoint import COUNT, stateful_meta
+from spark_jobs.transform.incremental import aggregate
+from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
+from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project
+from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
+from spark_jobs.transform.incremental.state import StateStore, StateWriter, same_keys
+from spark_jobs.transform.inputs import OP_CORRECT_FROM, OP_RETRACT, QueryInput, history_rows, slice_rows
+from spark_jobs.transform.output import normalized
+
+ENABLED_CONF = "spark.odf.incremental.enabled"
+OUTPUT_TABLE = "output"
+CHECKPOINT_VERSION = 2
+
+
+def enabled(session: SparkSession) -> bool:
+    return str(session.conf.get(ENABLED_CONF, "true")).lower() != "false"
+
+
+def op_table(op: Op) -> str:
+    return f"{op.kind}:{op.id}"
+
+
+@dataclass
+class Step:
+    """What one transaction knows: its inputs (new slices and histories up to the new ends) and the plan."""
+
+    session: SparkSession
+    cat: Catalyst
+    inputs: Sequence[QueryInput]
+    schemas: Sequence[T.StructType]
+    ends: Mapping[str, int | None]
+    changelog: frozenset[int]
+    plan: IncrementalPlan
+    _cached: list[DataFrame] = field(default_factory=list)
+
+    # -- inputs -------------------------------------------------------------------------------------------------
+    def input_change(self, idx: int) -> Delta:
+        inp, schema = self.inputs[idx], self.schemas[idx]
+        if inp.request.offset_interval is None:
+            nothing = as_frame(self.session.createDataFrame(self.session.sparkContext.emptyRDD(), schema))
+            return Delta(nothing, nothing, empty=True)
+        rows = slice_rows(self.session, inp, schema)
+        if idx in self.changelog:  # the query reads the changelog itself: every row is a new row
+            return Delta(as_frame(rows), as_frame(rows.limit(0)))
+        removed = col(inp.vocab.op).isin(OP_RETRACT, OP_CORRECT_FROM)
+        return Delta(as_frame(rows.where(~removed)), as_frame(rows.where(removed)))
+
+    def history(self, idx: int) -> DataFrame:
+        inp = self.inputs[idx]
+        return as_frame(history_rows(self.session, inp, self.schemas[idx], self.ends[inp.alias],
+                                     idx in self.changelog))
+
+    def replay(self, node: Any) -> DataFrame:
+        """The rows of a plan node over the inputs' whole history (for rebuilds and recomputed groups)."""
+        leaves: dict[Path, DataFrame] = {}
+
+        def walk(n: Any, path: Path) -> None:
+            idx = self.cat.input_index(n)
+            if idx is not None:
+                leaves[path] = self.history(idx)
+                return
+            for i, c in enumerate(self.cat.items(n.children())):
+                walk(c, path + (i,))
+
+        walk(node, ())
+        return evaluate(self.cat, node, leaves)
+
+    def keep(self, df: DataFrame) -> DataFrame:
+        """Materialise a frame that several later jobs read (released at the end of the step)."""
+        df = df.persist()
+        df.count()
+        self._cached.append(df)
+        return df
+
+    def release(self) -> None:
+        for df in self._cached:
+            df.unpersist()
+        self._cached.clear()
+
+
+def segment_change(step: Step, seg: Segment, changes: Mapping[str, Delta]) -> Delta:
+    """The change of a segment's rows from the changes of its frontiers (constant relations do not change)."""
+    pos: dict[Path, DataFrame] = {}
+    neg: dict[Path, DataFrame] = {}
+    any_change = False
+    for f in seg.frontiers:
+        if f.kind == "constant":
+            continue
+        d = step.input_change(f.input) if f.kind == "input" else changes[f.op.id]  # type: ignore[union-attr,arg-type]
+        any_change = any_change or not d.empty
+        pos[f.path], neg[f.path] = d.pos, d.neg
+    if not any_change:
+        attrs = step.cat.items(seg.node.output())
+        nothing = empty(step.session, attrs)
+        return Delta(nothing, nothing, empty=True)
+    # constants stay in place: they appear in both evaluations and cancel out
+    return cancel(Delta(evaluate(step.cat, seg.node, pos), evaluate(step.cat, seg.node, neg)))
+
+
+def _rows(step: Step, op: Op, frame: DataFrame) -> DataFrame:
+    """A weighted frame of the operator's child as the aggregate's argument columns plus ``__odf_w``."""
+    spec = op.spec
+    attrs = step.cat.items(spec.child.output())
+    return project(step.cat, frame, attrs, aggregate.arguments(spec), keep=[WEIGHT])
+
+
+def _restrict(df: DataFrame, keys_df: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """Rows of ``df`` whose keys (null-safe) appear in ``keys_df``."""
+    if not keys:
+        return df
+    wanted = keys_df.select(*[F.col(k).alias(f"__odf_key{i}") for i, k in enumerate(keys)]).distinct()
+    return df.join(wanted, same_keys(df, wanted, keys, list(wanted.columns)), "left_semi")
+
+
+def initial_states(step: Step, op: Op) -> DataFrame:
+    """An aggregate's states from its child's whole history."""
+    rows = step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long"))
+    return aggregate.initial(op.spec, aggregate.changes(op.spec, _rows(step, op, rows)))
+
+
+def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Delta]) -> tuple[Delta, DataFrame]:
+    """The change of an aggregate's output and its new states."""
+    spec = op.spec
+    child = segment_change(step, op.children[0], changes)
+    if child.empty:
+        nothing = empty(step.session, step.cat.items(op.node.output()))
+        return Delta(nothing, nothing, empty=True), old
+    rows = _rows(step, op, weighted(expand(child.pos), expand(child.neg)))
+    change = step.keep(aggregate.changes(spec, rows))
+    combined = step.keep(aggregate.combine(spec, old, change))
+    state_cols = [*spec.keys, *aggregate.state_columns(spec)]
+    flagged = combined.where(F.col("__odf_recompute") & (F.col(aggregate.ROWS) > 0))
+    new = combined.where(~F.col("__odf_recompute")).select(*state_cols)
+    if not flagged.isEmpty():  # a removed row reached a group's min/max: recompute those groups from history
+        again = _rows(step, op, step.replay(spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
+        recomputed = aggregate.initial(spec, aggregate.changes(spec, _restrict(again, flagged, spec.keys)))
+        new = new.unionByName(recomputed.select(*state_cols))
+    new = step.keep(new.where(aggregate.alive(spec)))
+    touched = combined.where(F.col("__odf_touched"))
+    before = _restrict(old, touched, spec.keys).where(aggregate.alive(spec))
+    after = _restrict(new, touched, spec.keys)
+    attrs = aggregate.finals_attrs(spec)
+    results = [(f"c{i}", r) for i, r in enumerate(spec.results)]
+    out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),
+                project(step.cat, aggregate.finals(spec, before), attrs, results))
+    return cancel(out), new
+
+
+def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[str, DataFrame]
+                  ) -> tuple[Delta, dict[str, DataFrame]]:
+    """The change of the query's output (frames by position) and every operator's new states."""
+    changes: dict[str, Delta] = {}
+    states: dict[str, DataFrame] = {}
+    for op in step.plan.ops:  # children first
+        changes[op.id], states[op.id] = aggregate_step(step, op, old_states[op.id], changes)
+    top = segment_change(step, step.plan.root, changes)
+    if len(top.pos.columns) - (1 if "__odf_n" in top.pos.columns else 0) != len(out_columns):
+        raise AssertionError("the incremental plan's output does not match the query's columns")
+    return top, states
+
+
+def counted_change(top: Delta, out_columns: Sequence[str], names: Sequence[str], types: Mapping[str, T.DataType]
+                   ) -> DataFrame:
+    """The output change as output columns (normalised as the state stores them) with a signed count."""
+    w = weighted(top.pos, top.neg)
+    named = w.toDF(*out_columns, WEIGHT)
+    return (named.select(*[normalized(n, types[n]).alias(n) for n in names], F.col(WEIGHT))
+            .groupBy(*[col(n) for n in names]).agg(F.sum(WEIGHT).alias(WEIGHT)))
+
+
+def apply_change(old: DataFrame, change: DataFrame, names: Sequence[str]) -> DataFrame:
+    both = old.select(*[col(n) for n in names], F.col(COUNT).alias(WEIGHT)).unionByName(change)
+    return (both.groupBy(*[col(n) for n in names]).agg(F.sum(WEIGHT).alias(COUNT))
+            .where(F.col(COUNT) > 0))
+
+
+def write_checkpoint(step: Step, request: TransformRequest, output_state: DataFrame,
+                     op_states: Mapping[str, DataFrame]) -> dict[str, int]:
+    """The new checkpoint: the output state and each operator's states, with the plan's fingerprint. Written next
+    to its target and renamed, so a reader of the target (the full path's output) never sees half of it."""
+    writer = StateWriter()
+    writer.put(OUTPUT_TABLE, output_state, [])
+    for op in step.plan.ops:
+        writer.put(op_table(op), op_states[op.id], op.spec.keys)
+    meta = {**stateful_meta(request, step.ends), "version": CHECKPOINT_VERSION, "path": "incremental",
+            "fingerprint": step.plan.fingerprint}
+    target = local_path(request.new_checkpoint_path)
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".parquet", dir=parent)
+    os.close(fd)
+    try:
+        sizes = writer.write(step.session, tmp, meta)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return sizes
+
+
+def reusable(prev_meta: Mapping[str, Any] | None, plan: IncrementalPlan, query_hash: str) -> str | None:
+    """Why the previous checkpoint's states cannot be updated (None: they can)."""
+    if prev_meta is None:
+        return "first transaction"
+    if prev_meta.get("version") != CHECKPOINT_VERSION or prev_meta.get("path") != "incremental":
+        return "the previous checkpoint has no operator state (written by the full path)"
+    if prev_meta.get("queryHash") != query_hash:
+        return "the query changed"
+    if prev_meta.get("fingerprint") != plan.fingerprint:
+        return "the plan or an input schema changed"
+    return None
+
+
+def load_states(store: StateStore, plan: IncrementalPlan) -> dict[str, DataFrame] | None:
+    found = {}
+    for op in plan.ops:
+        df = store.table(op_table(op))
+        if df is None:
+            return None
+        found[op.id] = df
+    return found

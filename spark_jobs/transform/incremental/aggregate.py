@@ -1,0 +1,229 @@
+"""GROUP BY and DISTINCT, updated from the changed rows: one state row per group, written in the checkpoint.
+
+Each aggregate function keeps what makes its value computable from a change of its input rows:
+- ``count``: the count (added rows +1, removed rows -1);
+- ``sum`` of integers or decimals, ``avg`` of integers: the exact sum (DECIMAL(38, scale)) and the count of non-null
+  values; the value is NULL when that count is 0 (floating-point sums are not invertible exactly: full path);
+- ``min`` / ``max``: the current extreme; a removed row at or beyond it makes the group *recomputed* from the inputs'
+  history (only the groups it touches), anything else combines old and new extremes.
+Every group also keeps its row count, so a group whose rows were all removed disappears. A global aggregate (no
+GROUP BY) has one group that always exists, as Spark gives one row over no rows. DISTINCT is an aggregation with no
+functions. Other functions (count DISTINCT, first/last, collect_*, statistics) and FILTER clauses take the full path.
+The output of a group is computed by the query's own result expressions over the group's key and values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental.frames import COUNT, WEIGHT, spark_type
+from spark_jobs.transform.incremental.plan import Unsupported
+
+ROWS = "__odf_rows"  # rows of a group (the group exists while > 0)
+PRESENT = "__odf_present"
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One aggregate function: which state it keeps (``kind``), its argument expressions, its result type."""
+
+    kind: str  # "count" | "sum" | "avg" | "min" | "max"
+    args: tuple[Any, ...]  # JVM expressions over the aggregate's child output
+    result_type: T.DataType
+    sql: str
+
+    def state_type(self) -> T.DataType:
+        if self.kind in ("sum", "avg"):
+            t = spark_type(self.args[0])
+            return T.DecimalType(38, t.scale) if isinstance(t, T.DecimalType) else T.DecimalType(38, 0)
+        return self.result_type
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    grouping: tuple[Any, ...]  # grouping expressions over the child output (aliases removed)
+    key_attrs: tuple[Any, ...]  # the grouping attributes the result expressions refer to
+    adapters: tuple[Adapter, ...]
+    result_attrs: tuple[Any, ...]  # each aggregate expression's result attribute
+    results: tuple[Any, ...]  # the node's output expressions (aliases removed)
+    child: Any
+
+    @property
+    def keys(self) -> list[str]:
+        return [f"k{i}" for i in range(len(self.grouping))]
+
+    @property
+    def is_global(self) -> bool:
+        return not self.grouping
+
+
+def _unalias(cat: Catalyst, e: Any) -> Any:
+    return e.child() if cat.cls(e) == "Alias" else e
+
+
+def label(cat: Catalyst, node: Any) -> str:
+    return "Aggregate"
+
+
+def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
+    found = cat.physical_aggregation(node)
+    if found is None:
+        raise Unsupported("Aggregate", "not a plain aggregation")
+    grouping, aggs, results, child = found
+    adapters = []
+    for ae in aggs:
+        fn = ae.aggregateFunction()
+        name = cat.cls(fn)
+        sql = str(ae.sql())
+        if ae.isDistinct():
+            raise Unsupported("Aggregate", f"{sql}: a DISTINCT aggregate needs every distinct value of a group")
+        if ae.filter().isDefined():
+            raise Unsupported("Aggregate", f"{sql}: FILTER clauses are not incremental yet")
+        args = tuple(cat.items(fn.children()))
+        result = spark_type(ae.resultAttribute())
+        if name == "Count":
+            kind = "count"
+        elif name in ("Sum", "Average"):
+            arg = spark_type(args[0])
+            kind = "sum" if name == "Sum" else "avg"
+            if not isinstance(arg, _INTEGRAL) and not (kind == "sum" and isinstance(arg, T.DecimalType)):
+                raise Unsupported("Aggregate", f"{sql}: a {arg.simpleString()} {kind} cannot be updated exactly "
+                                               "(floating-point addition is not invertible)")
+            args = args[:1]
+        elif name in ("Min", "Max"):
+            kind = name.lower()
+        else:
+            raise Unsupported("Aggregate", f"{sql}: no incremental form for {name}")
+        adapters.append(Adapter(kind, args, result, sql))
+    return AggregateSpec(tuple(_unalias(cat, g) for g in grouping), tuple(g.toAttribute() for g in grouping),
+                         tuple(adapters), tuple(ae.resultAttribute() for ae in aggs),
+                         tuple(_unalias(cat, r) for r in results), child)
+
+
+def describe(spec: AggregateSpec) -> str:
+    what = ", ".join(a.sql for a in spec.adapters) or "DISTINCT"
+    by = f"{len(spec.grouping)} key(s)" if spec.grouping else "no key (one group)"
+    recompute = any(a.kind in ("min", "max") for a in spec.adapters)
+    return f"state per group ({by}): {what}" + ("; groups whose extreme is removed are recomputed" if recompute
+                                                 else "")
+
+
+# -- states ---------------------------------------------------------------------------------------------------------
+
+def arguments(spec: AggregateSpec) -> list[tuple[str, Any]]:
+    """The columns a changed child row contributes: keys, then each function's arguments."""
+    cols = [(k, g) for k, g in zip(spec.keys, spec.grouping)]
+    for j, a in enumerate(spec.adapters):
+        cols += [(f"a{j}_{m}", e) for m, e in enumerate(a.args)]
+    return cols
+
+
+def state_columns(spec: AggregateSpec) -> list[str]:
+    cols = [ROWS]
+    for j, a in enumerate(spec.adapters):
+        cols += {"count": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"], "avg": [f"s{j}_s", f"s{j}_n"],
+                 "min": [f"s{j}_m"], "max": [f"s{j}_m"]}[a.kind]
+    return cols
+
+
+def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
+    """Per group, the change of every state column over ``rows`` (arguments + ``__odf_w`` = +1/-1), plus for
+    min/max the extreme of the removed values (``x<j>``). One row for a global aggregate even over no rows."""
+    w = F.col(WEIGHT)
+    aggs: list[Column] = [F.sum(w).alias(ROWS)]
+    for j, a in enumerate(spec.adapters):
+        args = [F.col(f"a{j}_{m}") for m in range(len(a.args))]
+        if a.kind == "count":
+            present = args[0].isNotNull()
+            for x in args[1:]:
+                present = present & x.isNotNull()
+            aggs.append(F.sum(F.when(present, w).otherwise(0)).alias(f"s{j}_n"))
+        elif a.kind in ("sum", "avg"):
+            v = args[0].cast(a.state_type())
+            aggs.append(F.sum(F.when(w > 0, v).otherwise(-v)).cast(a.state_type()).alias(f"s{j}_s"))
+            aggs.append(F.sum(F.when(args[0].isNotNull(), w).otherwise(0)).alias(f"s{j}_n"))
+        else:
+            pick = F.min if a.kind == "min" else F.max
+            aggs.append(pick(F.when(w > 0, args[0])).alias(f"s{j}_m"))
+            aggs.append(pick(F.when(w < 0, args[0])).alias(f"x{j}"))
+    keys = [F.col(k) for k in spec.keys]
+    return rows.groupBy(*keys).agg(*aggs)
+
+
+def combine(spec: AggregateSpec, old: DataFrame, change: DataFrame) -> DataFrame:
+    """Old states (keys + state columns) updated by a change: every group with ``__odf_present`` (1 when it existed
+    before), ``__odf_touched``, ``__odf_recompute`` (a removed value reached the old extreme) and new states."""
+    from spark_jobs.transform.incremental.state import same_keys
+
+    o = old.select(*[F.col(c).alias(f"o_{c}") for c in old.columns], F.lit(1).alias(PRESENT))
+    d = change.select(*[F.col(c).alias(f"d_{c}") for c in change.columns], F.lit(1).alias("__odf_touched"))
+    joined = o.join(d, same_keys(o, d, [f"o_{k}" for k in spec.keys], [f"d_{k}" for k in spec.keys]), "full_outer")
+    touched = F.col("__odf_touched").isNotNull()
+
+    def add(c: str, t: T.DataType | None = None) -> Column:
+        v = F.coalesce(F.col(f"o_{c}"), F.lit(0)) + F.coalesce(F.col(f"d_{c}"), F.lit(0))
+        return v.cast(t) if t is not None else v
+
+    cols = [F.when(touched, F.col(f"d_{k}")).otherwise(F.col(f"o_{k}")).alias(k) for k in spec.keys]
+    cols += [F.coalesce(F.col(PRESENT), F.lit(0)).alias(PRESENT), touched.alias("__odf_touched"),
+             add(ROWS, T.LongType()).alias(ROWS)]
+    recompute: Column = F.lit(False)
+    for j, a in enumerate(spec.adapters):
+        if a.kind == "count":
+            cols.append(add(f"s{j}_n", T.LongType()).alias(f"s{j}_n"))
+        elif a.kind in ("sum", "avg"):
+            cols += [add(f"s{j}_s", a.state_type()).alias(f"s{j}_s"), add(f"s{j}_n", T.LongType()).alias(f"s{j}_n")]
+        else:
+            om, dm, x = F.col(f"o_s{j}_m"), F.col(f"d_s{j}_m"), F.col(f"d_x{j}")
+            cols.append((F.least if a.kind == "min" else F.greatest)(om, dm).alias(f"s{j}_m"))
+            reached = (x <= om) if a.kind == "min" else (x >= om)
+            recompute = recompute | (x.isNotNull() & (om.isNull() | reached))
+    return joined.select(*cols, recompute.alias("__odf_recompute"))
+
+
+def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
+    """States of groups computed from all their rows (a change with only added rows)."""
+    cols = [F.col(k) for k in spec.keys] + [F.coalesce(F.col(ROWS), F.lit(0)).cast("long").alias(ROWS)]
+    for j, a in enumerate(spec.adapters):
+        if a.kind == "count":
+            cols.append(F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n"))
+        elif a.kind in ("sum", "avg"):
+            cols += [F.coalesce(F.col(f"s{j}_s"), F.lit(0)).cast(a.state_type()).alias(f"s{j}_s"),
+                     F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n")]
+        else:
+            cols.append(F.col(f"s{j}_m"))
+    return change.select(*cols)
+
+
+def alive(spec: AggregateSpec) -> Column:
+    """Which state rows are groups: all with rows, and the one group of a global aggregate."""
+    return F.lit(True) if spec.is_global else F.col(ROWS) > 0
+
+
+def finals(spec: AggregateSpec, states: DataFrame) -> DataFrame:
+    """Keys and each function's value, from the states (the columns the result expressions read)."""
+    cols = [F.col(k) for k in spec.keys]
+    for j, a in enumerate(spec.adapters):
+        if a.kind == "count":
+            v = F.col(f"s{j}_n")
+        elif a.kind == "sum":
+            v = F.when(F.col(f"s{j}_n") > 0, F.col(f"s{j}_s").cast(a.result_type))
+        elif a.kind == "avg":
+            v = F.when(F.col(f"s{j}_n") > 0, F.col(f"s{j}_s").cast("double") / F.col(f"s{j}_n").cast("double"))
+        else:
+            v = F.col(f"s{j}_m")
+        cols.append(v.cast(a.result_type).alias(f"f{j}"))
+    return states.select(*cols)
+
+
+def finals_attrs(spec: AggregateSpec) -> Sequence[Any]:
+    return [*spec.key_attrs, *spec.result_attrs]
+
+
+__all__ = ["COUNT", "AggregateSpec", "analyze", "describe", "label"]

@@ -1,0 +1,120 @@
+"""The state of an incremental transform: named tables in ONE parquet file (the transform checkpoint).
+
+ODF stores a checkpoint as one object, so the tables share one wide schema: ``__odf_table`` (which table a row
+belongs to; its field metadata holds the checkpoint's JSON description), ``__odf_bucket`` (a hash of the row's key
+columns modulo :data:`BUCKETS`), then each table's columns prefixed ``t<id>_``. Rows are sorted by table, bucket and
+then all columns (the same state gives the same bytes) and written in row groups of :data:`ROW_GROUP_BYTES`, so the
+row groups' min/max statistics of ``__odf_table`` and ``__odf_bucket`` tell which row groups can hold a table's rows
+of given keys (the role of Kartothek's partitions and secondary indices, inside one file). Today a step reads only
+whole tables (filtered by ``__odf_table``, which skips other tables' row groups) and rewrites the file.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spark_jobs.parquet_files import local_path, spark_schema_json, write_single_parquet
+
+TABLE, BUCKET = "__odf_table", "__odf_bucket"
+META_KEY = "__odf_checkpoint"
+BUCKETS = 128
+ROW_GROUP_BYTES = 4 << 20
+
+
+def bucket_of(keys: Sequence[str]) -> Column:
+    if not keys:
+        return F.lit(0)
+    return F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(BUCKETS)).cast("int")
+
+
+def same_keys(left: DataFrame, right: DataFrame, keys: Sequence[str], right_keys: Sequence[str] | None = None
+              ) -> Column | bool:
+    """Null-safe equality of key columns (a NULL group key is a key like any other)."""
+    cond: Column | None = None
+    for a, b in zip(keys, right_keys or keys):
+        c = left[a].eqNullSafe(right[b])
+        cond = c if cond is None else cond & c
+    return cond if cond is not None else F.lit(True)
+
+
+@dataclass
+class StateStore:
+    """The tables of the previous checkpoint (read side)."""
+
+    session: SparkSession
+    path: str | None
+    tables: Mapping[str, Mapping[str, Any]]
+    schema: T.StructType | None
+
+    @classmethod
+    def open(cls, session: SparkSession, path: str, meta: Mapping[str, Any]) -> "StateStore":
+        found = spark_schema_json(local_path(path))
+        schema = T.StructType.fromJson(found) if found else session.read.parquet(path).schema
+        return cls(session, path, meta.get("tables") or {}, schema)
+
+    def table(self, name: str) -> DataFrame | None:
+        spec = self.tables.get(name)
+        if spec is None or self.path is None:
+            return None
+        tid = int(spec["id"])
+        df = self.session.read.schema(self.schema).parquet(self.path).where(F.col(TABLE) == tid)
+        return df.select(*[F.col(f"t{tid}_{c}").alias(c) for c in spec["columns"]])
+
+
+@dataclass
+class StateWriter:
+    """The tables of the new checkpoint (write side), written in one Spark job."""
+
+    tables: dict[str, tuple[DataFrame, list[str]]] = field(default_factory=dict)
+
+    def put(self, name: str, df: DataFrame, keys: Sequence[str]) -> None:
+        self.tables[name] = (df, list(keys))
+
+    def write(self, session: SparkSession, path: str, meta: dict[str, Any]) -> dict[str, int]:
+        """Write all tables and ``meta`` (with each table's columns, keys and row count) to ``path``."""
+        specs: dict[str, dict[str, Any]] = {}
+        fields: list[T.StructField] = []
+        for tid, (name, (df, keys)) in enumerate(sorted(self.tables.items())):
+            specs[name] = {"id": tid, "columns": list(df.columns), "keys": keys}
+            fields += [T.StructField(f"t{tid}_{f.name}", f.dataType, True) for f in df.schema.fields]
+        parts = []
+        for name, (df, keys) in sorted(self.tables.items()):
+            tid = specs[name]["id"]
+            mine = {f"t{tid}_{c}": F.col(c) for c in df.columns}
+            parts.append(df.select(
+                F.lit(tid).cast("int").alias(TABLE), bucket_of(keys).alias(BUCKET),
+                *[(mine[f.name] if f.name in mine else F.lit(None)).cast(f.dataType).alias(f.name)
+                  for f in fields]))
+        schema = T.StructType([T.StructField(TABLE, T.IntegerType(), True), T.StructField(BUCKET, T.IntegerType(), True),
+                               *fields])
+        whole = session.createDataFrame(session.sparkContext.emptyRDD(), schema)
+        for p in parts:
+            whole = whole.unionByName(p)
+        obs = Observation()
+        whole = whole.observe(obs, F.count(F.lit(1)).alias("all"),
+                              *[F.sum(F.when(F.col(TABLE) == s["id"], 1).otherwise(0)).alias(f"n{s['id']}")
+                                for s in specs.values()])
+        meta = dict(meta)
+        meta["tables"] = specs
+        # the description travels in the field metadata of __odf_table
+        whole = whole.withMetadata(TABLE, {META_KEY: json.dumps(meta, sort_keys=True, separators=(",", ":"))})
+        from spark_jobs.transform.inputs import orderable
+
+        order = [F.col(TABLE), F.col(BUCKET),
+                 *[F.col(f.name).asc_nulls_first() for f in fields if orderable(f.dataType)]]
+        write_single_parquet(whole, path, sort=order,
+                             options={"parquet.block.size": str(ROW_GROUP_BYTES)})
+        got = obs.get
+        return {name: int(got.get(f"n{s['id']}") or 0) for name, s in specs.items()}
+
+
+def read_meta(schema: T.StructType) -> dict[str, Any] | None:
+    if TABLE not in schema.names:
+        return None
+    raw = schema[TABLE].metadata.get(META_KEY)
+    return json.loads(raw) if raw else None

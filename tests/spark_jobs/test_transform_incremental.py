@@ -1,0 +1,239 @@
+"""Incremental stateful transforms (spark_jobs.transform.incremental): for random changelogs (appends, retractions,
+corrections, NULL keys and values) cut into random transactions, the output changelog reduces to the query's batch
+result; the slices are the very bytes the full path writes; queries outside the fragment say why they take the full
+path; the first step after a full-path checkpoint rebuilds the state once."""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as hst
+
+from odf_core.engine.protocol import ValidateInput, ValidateQueryRequest, ValidateQueryResponseSuccess
+from odf_core.metadata.yaml_serde import from_data
+from spark_jobs import transform as tr
+
+from .transform_support import (
+    OP_APPEND,
+    OP_CORRECT_FROM,
+    OP_CORRECT_TO,
+    Event,
+    InputSpec,
+    MiniCoordinator,
+    Txn,
+    batch_reference,
+    minutes,
+    reduce_output,
+    splits,
+)
+
+R = 1  # -R
+DATA = pa.schema([pa.field("k", pa.string()), pa.field("x", pa.int64())])
+EXAMPLES = int(os.environ.get("ODF_INCREMENTAL_EXAMPLES", "4"))
+
+
+def sql(query: str) -> dict:
+    return {"kind": "Sql", "engine": "spark", "query": query}
+
+
+def steps(*queries: tuple[str | None, str]) -> dict:
+    return {"kind": "Sql", "engine": "spark",
+            "queries": [{"query": q} if alias is None else {"alias": alias, "query": q} for alias, q in queries]}
+
+
+# name -> (transform, inputs read as raw changelog); every one of them takes the incremental path
+FAMILIES = {
+    "aggregates": (sql("SELECT k, count(*) AS n, count(x) AS nx, sum(x) AS s, avg(x) AS a, min(x) AS lo, "
+                       "max(x) AS hi, max(event_time) AS event_time FROM a GROUP BY k"), ()),
+    "global": (sql("SELECT coalesce(max(event_time), TIMESTAMP'2024-01-01 00:00:00Z') AS event_time, count(*) AS n, "
+                   "sum(x) AS s, min(x) AS lo FROM a"), ()),
+    "having_nested": (steps(
+        ("per_k", "SELECT k, sum(x) AS s, max(event_time) AS et FROM a GROUP BY k HAVING count(*) > 1"),
+        (None, "SELECT max(et) AS event_time, coalesce(s, 0) % 3 AS bucket, count(*) AS n FROM per_k "
+               "GROUP BY coalesce(s, 0) % 3")), ()),
+    "distinct": (sql("SELECT DISTINCT k, date_trunc('HOUR', event_time) AS event_time FROM a"), ()),
+    "tumbling": (sql("SELECT window.start AS event_time, k, count(*) AS n, min(x) AS lo FROM a "
+                     "GROUP BY window(event_time, '30 minutes'), k"), ()),
+    "sliding": (sql("SELECT window.end AS event_time, count(*) AS n, max(x) AS hi FROM a "
+                    "GROUP BY window(event_time, '30 minutes', '10 minutes')"), ()),
+    "two_inputs": (sql("SELECT k, count(*) AS n, max(event_time) AS event_time FROM "
+                       "(SELECT k, event_time FROM a UNION ALL SELECT k, event_time FROM b WHERE x > 0) GROUP BY k"),
+                   ()),
+    "changelog": (sql("SELECT k, count(*) AS changes, max(event_time) AS event_time FROM a WHERE op <> 0 "
+                      "GROUP BY k"), ("a",)),
+}
+
+KEYS = hst.sampled_from(["p", "q", "r", None])
+VALUES = hst.one_of(hst.none(), hst.integers(-5, 9))
+
+
+@hst.composite
+def changelogs(draw, max_events: int = 16) -> list[Event]:
+    """A valid changelog: appends, and -R / -C+C of rows that are live at that point."""
+    events: list[Event] = []
+    live: list[Event] = []
+    for _ in range(draw(hst.integers(1, max_events))):
+        kind = draw(hst.sampled_from(["append", "append", "retract", "correct"])) if live else "append"
+        if kind == "append":
+            e = Event(OP_APPEND, minutes(draw(hst.integers(0, 90))), (draw(KEYS), draw(VALUES)))
+            events.append(e)
+            live.append(e)
+            continue
+        victim = live.pop(draw(hst.integers(0, len(live) - 1)))
+        if kind == "retract":
+            events.append(Event(R, victim.event_time, victim.data))
+        else:
+            new = Event(OP_CORRECT_TO, victim.event_time, (victim.data[0], draw(VALUES)))
+            events += [Event(OP_CORRECT_FROM, victim.event_time, victim.data), new]
+            live.append(Event(OP_APPEND, new.event_time, new.data))
+    return events
+
+
+def _inputs(a: list[Event], b: list[Event]) -> list[InputSpec]:
+    return [InputSpec("a", DATA, a), InputSpec("b", DATA, b)]
+
+
+# a fixed history with every kind of change, for the explicit examples
+FIXED_A = [Event(OP_APPEND, minutes(1), ("p", 3)), Event(OP_APPEND, minutes(2), ("p", 7)),
+           Event(OP_APPEND, minutes(40), (None, 1)), Event(OP_APPEND, minutes(41), ("q", None)),
+           Event(R, minutes(2), ("p", 7)),  # removes p's max: recomputed
+           Event(OP_CORRECT_FROM, minutes(1), ("p", 3)), Event(OP_CORRECT_TO, minutes(1), ("p", -2)),
+           Event(OP_APPEND, minutes(75), ("r", 4)), Event(R, minutes(75), ("r", 4))]  # r appears and disappears
+FIXED_B = [Event(OP_APPEND, minutes(5), ("p", 1)), Event(OP_APPEND, minutes(6), ("s", -1))]
+
+
+def _run(spark, root, transform, inputs, split, incremental: bool = True) -> MiniCoordinator:
+    spark.conf.set("spark.odf.incremental.enabled", str(incremental).lower())
+    try:
+        coord = MiniCoordinator(spark, root, transform, inputs, watermarks=True)
+        for t in split:
+            coord.step(t)
+        return coord
+    finally:
+        spark.conf.unset("spark.odf.incremental.enabled")
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@example(data=None)
+@given(data=hst.data())
+def test_any_changelog_and_split_gives_the_batch_result(spark, tmp_path_factory, name, data):
+    transform, changelog = FAMILIES[name]
+    if data is None:  # the fixed history, one row per transaction (every row a step of its own)
+        inputs = _inputs(FIXED_A, FIXED_B)
+        split = [Txn({"a": 1, "b": 1 if i < 2 else 0}) for i in range(len(FIXED_A))]
+        split[5] = Txn({"a": 2})  # -C and +C travel together
+        del split[6]
+    else:
+        inputs = _inputs(data.draw(changelogs(), "a"), data.draw(changelogs(8), "b"))
+        split = data.draw(splits(inputs), "split")
+    coord = _run(spark, tmp_path_factory.mktemp(name), transform, inputs, split)
+    responses = coord.result.responses
+    paths = [r.diagnostics["path"] for r in responses]
+    assert paths[0] == "rebuild" and set(paths[1:]) <= {"incremental", None}, paths  # None: nothing new
+    operators = responses[0].diagnostics["operators"]
+    assert ("Aggregate", "incremental") in operators and all(p != "full" for _, p in operators), operators
+    assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs, changelog), split
+
+
+def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
+    """Same requests with the incremental path switched off: the same output tables, row for row."""
+    transform, _ = FAMILIES["aggregates"]
+    split = [Txn({"a": 3, "b": 0}), Txn({"a": 2}), Txn({"a": 3}), Txn({"a": 1})]
+    inc = _run(spark, tmp_path / "inc", transform, _inputs(FIXED_A, FIXED_B), split)
+    full = _run(spark, tmp_path / "full", transform, _inputs(FIXED_A, FIXED_B), split, incremental=False)
+    assert [r.diagnostics["path"] for r in inc.result.responses] == ["rebuild", "incremental", "incremental",
+                                                                      "incremental"]
+    assert {r.diagnostics["path"] for r in full.result.responses} == {"full"}
+    assert len(inc.result.slices) == len(full.result.slices) == 4
+    for a, b in zip(inc.result.slices, full.result.slices):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    ops = [r["op"] for t in inc.result.slices for r in t.to_pylist()]
+    assert {R, OP_CORRECT_FROM, OP_CORRECT_TO} <= set(ops)  # the history exercised retractions and corrections
+
+
+def test_a_full_path_checkpoint_is_rebuilt_once_then_updated(spark, tmp_path):
+    """Switching the path on for a dataset whose checkpoint the full path wrote: one rebuild (said in a warning),
+    then incremental steps; the reduced output is still the batch result."""
+    transform, _ = FAMILIES["aggregates"]
+    inputs = _inputs(FIXED_A, FIXED_B)
+    spark.conf.set("spark.odf.incremental.enabled", "false")
+    try:
+        coord = MiniCoordinator(spark, tmp_path, transform, inputs)
+        coord.step(Txn({"a": 4}))
+    finally:
+        spark.conf.unset("spark.odf.incremental.enabled")
+    coord.step(Txn({"a": 3}))
+    coord.step(Txn({"a": 2}))
+    diags = [r.diagnostics for r in coord.result.responses]
+    assert [d["path"] for d in diags] == ["full", "rebuild", "incremental"]
+    assert any("full path" in w and "rebuilt" in w for w in diags[1]["warnings"]), diags[1]["warnings"]
+    assert diags[2]["stateRows"] > 0
+    assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
+
+
+def test_a_changed_query_rebuilds_the_state(spark, tmp_path):
+    first = sql("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a GROUP BY k")
+    second = sql("SELECT k, sum(x) AS n, max(event_time) AS event_time FROM a GROUP BY k")
+    inputs = _inputs(FIXED_A, FIXED_B)
+    coord = MiniCoordinator(spark, tmp_path, first, inputs)
+    coord.step(Txn({"a": 4}))
+    coord.transform = second
+    coord.step(Txn({"a": 5}))
+    diag = coord.result.responses[1].diagnostics
+    assert diag["path"] == "rebuild" and any("the query changed" in w for w in diag["warnings"])
+    assert reduce_output(coord.result.rows()) == batch_reference(spark, second, inputs)
+
+
+@pytest.mark.parametrize("query, operator, why", [
+    ("SELECT a.event_time, a.k, b.x FROM a JOIN b ON a.k = b.k", "Join", "joins are recomputed"),
+    ("SELECT event_time, k, sum(x) OVER (PARTITION BY k ORDER BY event_time) AS run FROM a", "Window",
+     "window functions"),
+    ("SELECT k, count(DISTINCT x) AS n, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate",
+     "DISTINCT aggregate"),
+    ("SELECT k, sum(CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate",
+     "floating-point"),
+    ("SELECT k, first(x) AS f, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate", "First"),
+    ("SELECT event_time, k FROM (SELECT * FROM a ORDER BY x LIMIT 3)", "GlobalLimit", "LIMIT"),
+    ("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a WHERE offset > 2 GROUP BY k", "Filter",
+     "'offset' column of a reduced input"),
+])
+def test_queries_outside_the_fragment_take_the_full_path_and_say_why(spark, tmp_path, query, operator, why):
+    inputs = _inputs(FIXED_A, FIXED_B)
+    coord = MiniCoordinator(spark, tmp_path, sql(query), inputs)
+    coord.step(Txn({"a": 4, "b": 2}))
+    coord.step(Txn({"a": 5}))
+    diag = coord.result.responses[1].diagnostics
+    assert diag["path"] == "full"
+    assert why in diag["reason"], diag["reason"]
+    assert (operator, "full") in diag["operators"], diag["operators"]
+    assert reduce_output(coord.result.rows()) == batch_reference(spark, sql(query), inputs)
+
+
+def test_validate_query_explains_each_operator(spark, tmp_path):
+    schema = tmp_path / "a.parquet"
+    pq.write_table(_inputs([], [])[0].arrow_schema().empty_table(), schema)
+    vocab = {"offsetColumn": "offset", "operationTypeColumn": "op", "systemTimeColumn": "system_time",
+             "eventTimeColumn": "event_time"}
+
+    def explain(query: str) -> ValidateQueryResponseSuccess:
+        req = from_data(ValidateQueryRequest, {
+            "transform": sql(query), "vocab": vocab,
+            "inputs": [{"queryAlias": "a", "vocab": vocab, "schemaFile": str(schema)}]})
+        assert isinstance(req.inputs[0], ValidateInput)
+        resp = tr.validate_query(spark, req)
+        assert isinstance(resp, ValidateQueryResponseSuccess), resp
+        return resp
+
+    inc = explain("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a WHERE x > 0 GROUP BY k")
+    assert inc.path == "incremental"
+    assert [(o.depth, o.operator, o.path) for o in inc.operators] == [
+        (0, "Aggregate", "incremental"), (1, "Project", "row-wise"), (2, "Filter", "row-wise")]
+    assert "count(1)" in inc.operators[0].detail and "max(event_time)" in inc.operators[0].detail
+    full = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
+    assert full.path == "full" and full.operators[0].operator == "Window"
+    assert explain("SELECT event_time, k FROM a").path is None  # stateless: nothing to explain per operator
