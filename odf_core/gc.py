@@ -98,7 +98,7 @@ def _collect_dataset(store: ObjectStore, where: str, cutoff: float, report: GcRe
                 report.problems.append(f"{where} has no refs/head: left alone (if it is what an interrupted "
                                        "'odf add' left, delete the directory)")
             return None
-        referenced, dataset_id = _references(chain, head, None)
+        referenced, dataset_id = referenced_keys(chain, head, None)
     except OdfError as e:
         report.problems.append(f"{where}: cannot read its metadata chain, nothing removed from it: {e}")
         return None
@@ -108,7 +108,7 @@ def _collect_dataset(store: ObjectStore, where: str, cutoff: float, report: GcRe
         try:
             now_head = chain.head()
             if now_head != head:  # blocks appended since the walk: their files are referenced too
-                more, _ = _references(chain, now_head, head)
+                more, _ = referenced_keys(chain, now_head, head)
                 referenced |= more
                 head = now_head
             if f.key in referenced:
@@ -125,7 +125,7 @@ def _collect_dataset(store: ObjectStore, where: str, cutoff: float, report: GcRe
     return dataset_id
 
 
-def _references(chain, head: Multihash | None, stop: Multihash | None) -> tuple[set[str], str | None]:
+def referenced_keys(chain, head: Multihash | None, stop: Multihash | None) -> tuple[set[str], str | None]:
     """Keys of the blocks from ``head`` back to ``stop`` (excluded) and of every file they reference; and the dataset
     id (without ``did:odf:``) when the walk reached the Seed."""
     keys: set[str] = set()
@@ -163,7 +163,7 @@ def _collect_staging(ws: Workspace, known_ids: set[str], cutoff: float, report: 
     except OSError as e:
         report.problems.append(f"staging {root}: cannot list it: {e.strerror or e}")
         return
-    ws_root = ws.store.local_path("") if ws.store.is_local else None
+    ws_root = ws.store.root if ws.store.is_local else None
     for did in id_dirs:
         if not own_all and did not in known_ids:
             continue

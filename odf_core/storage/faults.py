@@ -107,6 +107,7 @@ class WritePlan:
     """Writes seen so far in this process, and which of them fail (1-based; empty: none, only count)."""
 
     fail_at: frozenset[int] = frozenset()
+    only: str | None = None  # count only writes whose path contains this
     count: int = 0
     paths: list[str] = field(default_factory=list)  # every write's path, in order
     failed: list[str] = field(default_factory=list)  # the paths whose write was made to fail
@@ -132,7 +133,7 @@ def _from_env() -> WritePlan | None:
 def write_fault(path: str) -> None:
     """Called just before a write that a full disk would fail; raises ``OSError(ENOSPC)`` when a plan says so."""
     plan = _plan if _plan is not None else _from_env()
-    if plan is None:
+    if plan is None or (plan.only is not None and plan.only not in path):
         return
     plan.count += 1
     plan.paths.append(path)
@@ -142,16 +143,17 @@ def write_fault(path: str) -> None:
 
 
 @contextmanager
-def inject_enospc(*nth: int) -> Iterator[WritePlan]:
-    """Within the block, the ``nth`` writes of this process (counted from the block's start) fail with ENOSPC."""
+def inject_enospc(*nth: int, only: str | None = None) -> Iterator[WritePlan]:
+    """Within the block, the ``nth`` writes of this process (counted from the block's start; with ``only``, counting
+    just the writes whose path contains it) fail with ENOSPC."""
     global _plan
-    previous, _plan = _plan, WritePlan(frozenset(nth))
+    previous, _plan = _plan, WritePlan(frozenset(nth), only)
     try:
         yield _plan
     finally:
         _plan = previous
 
 
-def count_writes() -> AbstractContextManager[WritePlan]:
+def count_writes(only: str | None = None) -> AbstractContextManager[WritePlan]:
     """Count (and record the paths of) the writes made within the block; none fails."""
-    return inject_enospc()
+    return inject_enospc(only=only)

@@ -32,7 +32,7 @@ from odf_core.engine.protocol import (
     ValidateQueryRequest,
     ValidateQueryResult,
 )
-from odf_core.errors import DatasetNotFound, OdfError, os_errors
+from odf_core.errors import DatasetNotFound, OdfError, RefConflict, os_errors
 from odf_core.identity import DatasetID, Multihash
 from odf_core.ingest.staging import atomic_write_text, part_file
 from odf_core.ingest.transaction import staging_root
@@ -42,6 +42,7 @@ from odf_core.metadata import (
     ExecuteTransformInput,
     MetadataBlock,
     OffsetInterval,
+    SetDataSchema,
     SetTransform,
     Timestamp,
     TransformRequest,
@@ -260,46 +261,65 @@ def _run(ws: Workspace, handle: DatasetHandle, state: ChainState, st: SetTransfo
     os.makedirs(staging, exist_ok=True)
     plan_file = os.path.join(staging, PLAN_FILE)
     response_path = os.path.join(staging, RESPONSE_FILE)
-    response: OdfTransformResponse | None = None
     if os.path.exists(plan_file) and os.path.exists(response_path):
         with open(plan_file, encoding="utf-8") as f:
             plan = json.load(f)
-        if plan["base_head"] == str(state.head):  # else the dataset moved on: plan anew (commit finds duplicates)
+        if _staged_answer_fits(handle, plan["base_head"], state.head):
             with open(response_path, "rb") as f:
-                response = decode_response(f.read())  # type: ignore[assignment]
-    if response is None:
-        planned = plan_inputs(ws, handle, state, staging)
-        if isinstance(planned, str):
-            log.info("%s: nothing to do: %s", handle.name, planned)
-            return None
-        system_time = max(Timestamp.now(), state.system_time) if state.system_time else Timestamp.now()
-        request = TransformRequest(
-            dataset_id=state.dataset_id, dataset_alias=str(handle.name), system_time=system_time,
-            vocab=state.vocab, transform=st.transform, query_inputs=tuple(p.request_input for p in planned),
-            next_offset=state.next_offset,
-            prev_checkpoint_path=checkpoint_path(handle.store, state.last_checkpoint, staging)
-            if state.last_checkpoint else None,
-            new_checkpoint_path=os.path.join(staging, OUTPUTS[1]),
-            new_data_path=os.path.join(staging, OUTPUTS[0]),
-        )
-        plan = {"base_head": str(state.head), "system_time": system_time.isoformat(),
-                "query_inputs": [to_data(p.execute) for p in planned]}
-        log.info("%s: transaction %s over %s", handle.name, txn_id,
-                 ", ".join(f"{p.alias} {p.request_input.offset_interval}" for p in planned))
-        # An earlier answer (on an older head) and its outputs are superseded; if this run fails, nothing of it stays.
-        superseded = (RESPONSE_FILE, PLAN_FILE, *OUTPUTS)
+                response = decode_response(f.read())
+            _log_diagnostics(str(handle.name), response)  # type: ignore[arg-type]
+            try:
+                return _commit(handle, staging, plan, response)  # type: ignore[arg-type]
+            except RefConflict:  # another transaction committed on top of our base: plan anew
+                log.info("%s: the staged answer of transaction %s no longer fits the head: planning anew",
+                         handle.name, txn_id)
+                state = handle.state()
+    planned = plan_inputs(ws, handle, state, staging)
+    if isinstance(planned, str):
+        log.info("%s: nothing to do: %s", handle.name, planned)
+        return None
+    system_time = max(Timestamp.now(), state.system_time) if state.system_time else Timestamp.now()
+    request = TransformRequest(
+        dataset_id=state.dataset_id, dataset_alias=str(handle.name), system_time=system_time,
+        vocab=state.vocab, transform=st.transform, query_inputs=tuple(p.request_input for p in planned),
+        next_offset=state.next_offset,
+        prev_checkpoint_path=checkpoint_path(handle.store, state.last_checkpoint, staging)
+        if state.last_checkpoint else None,
+        new_checkpoint_path=os.path.join(staging, OUTPUTS[1]),
+        new_data_path=os.path.join(staging, OUTPUTS[0]),
+    )
+    plan = {"base_head": str(state.head), "system_time": system_time.isoformat(),
+            "query_inputs": [to_data(p.execute) for p in planned]}
+    log.info("%s: transaction %s over %s", handle.name, txn_id,
+             ", ".join(f"{p.alias} {p.request_input.offset_interval}" for p in planned))
+    # An earlier answer (on an older head) and its outputs are superseded; if this run fails, nothing of it stays.
+    superseded = (RESPONSE_FILE, PLAN_FILE, *OUTPUTS)
+    _remove_files(staging, superseded)
+    try:
+        response = run_engine(engine, engine_request(request, planned), str(handle.name), where=staging)
+        atomic_write_text(plan_file, json.dumps(plan))
+        with part_file(response_path) as tmp, open(tmp, "wb") as f:
+            f.write(encode_response(response))
+    except BaseException:
         _remove_files(staging, superseded)
-        try:
-            response = run_engine(engine, engine_request(request, planned), str(handle.name), where=staging)
-            atomic_write_text(plan_file, json.dumps(plan))
-            with part_file(response_path) as tmp, open(tmp, "wb") as f:
-                f.write(encode_response(response))
-        except BaseException:
-            _remove_files(staging, superseded)
-            raise
+        raise
     _log_diagnostics(str(handle.name), response)
     # A failed commit keeps the answer and its outputs (complete, consistent): a retry commits them, no second run.
     return _commit(handle, staging, plan, response)
+
+
+def _staged_answer_fits(handle: DatasetHandle, base_head: str, head: Multihash | None) -> bool:
+    """Whether an engine answer planned on ``base_head`` can still be committed at ``head``: nothing since, or only
+    what an interrupted commit of it appended (its SetDataSchema, its block: the commit finds those)."""
+    if base_head == str(head):
+        return True
+    base = None if base_head == "None" else Multihash.parse(base_head)
+    for h, block in handle.chain.iter_blocks(head):
+        if h == base:
+            return True
+        if not isinstance(block.event, (SetDataSchema, ExecuteTransform)):
+            return False
+    return base is None
 
 
 def _remove_files(staging: str, names: tuple[str, ...]) -> None:
