@@ -133,3 +133,20 @@ def is_one_clear_line(stderr: str) -> bool:
     lines = error_lines(stderr)
     return (len(lines) == 1 and lines[0].startswith("odf: error: ") and "Traceback" not in stderr
             and "internal error" not in lines[0])
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_cli_batch(steps: list[dict], *, env: dict[str, str] | None = None, wrap: list[str] | None = None,
+                  timeout: float = 600) -> list[dict]:
+    """Run ``odf`` commands in one child process (see ``tests.faults.cli_batch``); one result per step."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [*(wrap or []), sys.executable, "-m", "tests.faults.cli_batch"]
+    p = subprocess.run(cmd, input=json.dumps(steps), capture_output=True, text=True, cwd=REPO, timeout=timeout,
+                       env={**os.environ, **(env or {})})
+    assert p.returncode == 0, f"the batch itself failed ({p.returncode}): {p.stderr[-3000:]}"
+    return json.loads(p.stdout)
