@@ -292,16 +292,16 @@ def _run(ws: Workspace, handle: DatasetHandle, state: ChainState, st: SetTransfo
             "query_inputs": [to_data(p.execute) for p in planned]}
     log.info("%s: transaction %s over %s", handle.name, txn_id,
              ", ".join(f"{p.alias} {p.request_input.offset_interval}" for p in planned))
-    # An earlier answer (on an older head) and its outputs are superseded; if this run fails, nothing of it stays.
-    superseded = (RESPONSE_FILE, PLAN_FILE, *OUTPUTS)
-    _remove_files(staging, superseded)
+    # An earlier answer (on an older head) and its outputs are superseded; if this run fails, nothing of it stays:
+    # a retry plans and runs anew.
+    _remove_files(staging, (RESPONSE_FILE, PLAN_FILE, *OUTPUTS))
     try:
         response = run_engine(engine, engine_request(request, planned), str(handle.name), where=staging)
         atomic_write_text(plan_file, json.dumps(plan))
         with part_file(response_path) as tmp, open(tmp, "wb") as f:
             f.write(encode_response(response))
     except BaseException:
-        _remove_files(staging, superseded)
+        _remove_staging(staging)
         raise
     _log_diagnostics(str(handle.name), response)
     # A failed commit keeps the answer and its outputs (complete, consistent): a retry commits them, no second run.
