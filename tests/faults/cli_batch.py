@@ -17,22 +17,32 @@ import sys
 import tempfile
 
 
-@contextlib.contextmanager
-def _captured(fd: int):
-    """Point file descriptor ``fd`` at a temp file for the block; yields a function returning what was written."""
-    saved = os.dup(fd)
-    with tempfile.TemporaryFile() as f:
-        os.dup2(f.fileno(), fd)
-        text: list[str] = []
+class _Console:
+    """File descriptors 1 and 2 of this process pointed at files for the whole batch — before Spark's JVM starts, so
+    the JVM (a child process) writes there too — and read back per step: what a step printed is what the files grew
+    by while it ran (steps run one after the other)."""
+
+    def __init__(self) -> None:
+        self.saved_out = os.dup(1)
+        self.files = {fd: tempfile.TemporaryFile() for fd in (1, 2)}
+        for fd, f in self.files.items():
+            os.dup2(f.fileno(), fd)
+
+    @contextlib.contextmanager
+    def step(self):
+        start = {fd: os.fstat(fd).st_size for fd in self.files}
+        text: dict[int, str] = {}
         try:
-            yield lambda: "".join(text)
+            yield text
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved, fd)
-            os.close(saved)
-            f.seek(0)
-            text.append(f.read().decode("utf-8", "replace"))
+            for fd, f in self.files.items():
+                f.seek(start[fd])
+                text[fd] = f.read().decode("utf-8", "replace")
+
+    def write_result(self, data: str) -> None:
+        os.write(self.saved_out, data.encode())
 
 
 def _staged() -> list[str] | None:
@@ -42,7 +52,7 @@ def _staged() -> list[str] | None:
     return sorted(os.path.relpath(os.path.join(d, n), root) for d, _, files in os.walk(root) for n in files)
 
 
-def run_step(step: dict) -> dict:
+def run_step(step: dict, console: _Console) -> dict:
     from odf_core.cli import main
     from odf_core.storage.faults import inject_enospc
 
@@ -50,19 +60,20 @@ def run_step(step: dict) -> dict:
         p = subprocess.run(step["run"], capture_output=True, text=True)
         return {"code": p.returncode, "out": p.stdout, "err": p.stderr}
     plan = inject_enospc(step["enospc_at"]) if step.get("enospc_at") else contextlib.nullcontext()
-    with _captured(1) as out, _captured(2) as err:
+    with console.step() as text:
         try:
             with plan:
                 code = main(step["odf"])
         except SystemExit as e:  # argparse
             code = e.code if isinstance(e.code, int) else 2
-    return {"code": code, "out": out(), "err": err(), "staged": _staged()}
+    return {"code": code, "out": text[1], "err": text[2], "staged": _staged()}
 
 
 def main() -> None:
     steps = json.load(sys.stdin)
-    results = [run_step(s) for s in steps]
-    sys.stdout.write(json.dumps(results))
+    console = _Console()
+    results = [run_step(s, console) for s in steps]
+    console.write_result(json.dumps(results))
 
 
 if __name__ == "__main__":
