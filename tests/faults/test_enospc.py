@@ -132,7 +132,7 @@ def test_enospc_at_every_write_of_an_odf_ingest(tmp_path, engine, fault_ledger):
         problems += _leftovers(ws, ws_dir, ROOT, ephemeral=True)
         return problems
 
-    _each_write(counted.paths, ws_dir, snapshot, fault_ledger, "odf ingest (push)",
+    _each_write(counted.paths, ws_dir, snapshot, fault_ledger, "odf ingest: every write",
                 lambda: tx.push(ws, ROOT, new_file, engine=engine), check)
 
 
@@ -167,7 +167,7 @@ def test_enospc_at_every_write_of_an_airflow_ingest_commit(tmp_path, engine, fau
             problems.append(f"staged after the commit: {sorted(left)}")
         return problems + _leftovers(ws, ws_dir, ROOT, ephemeral=False)
 
-    _each_write(counted.paths, ws_dir, snapshot, fault_ledger, "ingest commit (Airflow task)",
+    _each_write(counted.paths, ws_dir, snapshot, fault_ledger, "ingest commit (Airflow task): every write",
                 lambda: tx.commit(ws, tx.IngestTransaction.from_ref(ws, txn.to_ref())), check)
 
 
@@ -207,7 +207,7 @@ def test_enospc_at_every_write_of_a_transform_commit(tmp_path, engine, fault_led
             problems.append(f"staged after the commit: {left}")
         return problems + _leftovers(ws, ws_dir, DERIVED, ephemeral=False)
 
-    _each_write(counted.paths, ws_dir, snapshot, fault_ledger, "transform commit (Airflow task)",
+    _each_write(counted.paths, ws_dir, snapshot, fault_ledger, "transform commit (Airflow task): every write",
                 lambda: run_transform(ws, DERIVED, engine=workers.NoEngine(), txn_id="af-run-3"), check)
 
 
@@ -232,7 +232,7 @@ def test_enospc_while_a_cli_transform_stages_its_answer(tmp_path, engine, fault_
             problems.append("the next run did not commit exactly once")
         return problems + _leftovers(ws, ws_dir, DERIVED, ephemeral=True)
 
-    _each_write(first, ws_dir, snapshot, fault_ledger, "odf pull (transform)",
+    _each_write(first, ws_dir, snapshot, fault_ledger, "odf pull (transform): plan, answer, first commit write",
                 lambda: run_transform(ws, DERIVED, engine=engine), check)
 
 
@@ -276,7 +276,8 @@ def test_a_really_full_disk_under_the_engine(tmp_path, engine, fault_ledger):
         {"odf": [*w, "pull", DERIVED, "--master", "local[1]"]},
     ], env={"ODF_STAGING_DIR": str(stg), "ODF_LOG_DIR": str(tmp_path / "logs")}, wrap=wrap)
     failures = []
-    for (what, r) in (("odf ingest (pyarrow writer)", results[0]), ("odf pull (Spark writer)", results[1])):
+    for (what, r) in (("odf ingest on a full disk: the engine's pyarrow writer", results[0]),
+                      ("odf pull on a full disk: the engine's Spark writer", results[1])):
         problems = []
         if r["code"] != 1 or "no space left on device while writing under" not in r["err"]:
             problems.append(f"exit {r['code']}, stderr {error_lines(r['err'])}")

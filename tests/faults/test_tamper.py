@@ -131,7 +131,7 @@ def test_tampered_blocks_files_and_caches(tmp_path, engine, fault_ledger):
             problems.append(f"the error does not name {text!r}")
         if argv[0] == "list" and (" 12 " not in r["out"] or "1012" in r["out"]):
             problems.append(f"odf list believed the edited cache: {r['out']}")
-        fault_ledger.record("tampered file", f"odf {argv[0]} ({what})", what, traceback=traceback,
+        fault_ledger.record("tampered file", f"odf {argv[0]}", what, traceback=traceback,
                             lost_or_corrupted=bool(problems))
         if problems or traceback:
             failures.append(f"{what}: odf {' '.join(argv)}: {problems} {lines}")
