@@ -517,6 +517,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the trace in a log file
+        from odf_core.errors import disk_error, os_error_reason
+
+        disk = disk_error(e)
+        if disk is not None:  # a full disk where no OdfError named the operation: still the machine, not a bug
+            path = f": {disk.filename}" if disk.filename else ""
+            print(f"odf: error: {os_error_reason(disk)} while running 'odf {name}'{path}", file=sys.stderr)
+            return 1
         import traceback
 
         from odf_core.engine import write_error_log

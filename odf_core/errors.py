@@ -112,6 +112,22 @@ def os_error_reason(error: OSError) -> str:
     return text[:1].lower() + text[1:]
 
 
+#: Errors that say the disk is full, over quota or read-only: the machine's state, never a bug of ours.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def disk_error(exc: BaseException) -> OSError | None:
+    """The :class:`OSError` of a full, over-quota or read-only disk behind ``exc`` (itself or in its cause chain)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in DISK_ERRNOS:
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
 class FileSystemError(OdfError):
     """The operating system refused a read or write: a full disk, a quota, a read-only mount, an I/O error.
 

@@ -147,16 +147,12 @@ def os_error(exc: BaseException) -> tuple[str, str] | None:
     the Python cause chain (pyarrow, our own writes) or an ``IOException`` in the Java one (Spark's writers)."""
     import errno as errno_mod
 
-    from odf_core.errors import os_error_reason
+    from odf_core.errors import disk_error, os_error_reason
 
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in (errno_mod.ENOSPC, errno_mod.EDQUOT, errno_mod.EROFS):
-            reason = os_error_reason(e)
-            return errno_mod.errorcode[e.errno], f"{reason}: {e.filename}" if e.filename else reason
-        e = e.__cause__ or e.__context__
+    e = disk_error(exc)
+    if e is not None:
+        reason = os_error_reason(e)
+        return errno_mod.errorcode[e.errno], f"{reason}: {e.filename}" if e.filename else reason
     throwable, depth = _java_throwable(exc), 0
     while throwable is not None and depth < 20:
         depth += 1
