@@ -5,7 +5,8 @@ temp file, linking or renaming it into place, creating a directory), first in on
 failed in turn. Every failure must end in one clear error line (an ``OdfError`` saying "no space left on device while
 … <path>"), the dataset verifying at its old head, no temp file anywhere, no staging left by a transaction nobody
 will retry, nothing ``odf gc`` would not remove — and the next run, with the disk "freed", must succeed exactly once.
-The writes Spark itself makes are failed for real on a full tmpfs (last test).
+The writes Spark itself makes are failed for real on a full tmpfs, and writes no command wraps (an output file,
+stdout) on ``/dev/full`` (last two tests).
 """
 from __future__ import annotations
 
@@ -294,3 +295,29 @@ def test_a_really_full_disk_under_the_engine(tmp_path, engine, fault_ledger):
     for name in (ROOT, DERIVED):
         assert intact(ws.get(name)) is None
     assert ws.get(ROOT).state().num_records == 10500
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (a device every write to fails with ENOSPC)")
+def test_a_full_output_device_is_one_line(tmp_path, fault_ledger):
+    """Writes no command wraps — its output file, its stdout — on a really full device (``/dev/full``), through the
+    real CLI in a child process: one line, no trace, not an "internal error"."""
+    import sys
+
+    ws_dir = str(tmp_path / "ws")
+    Workspace.init(ws_dir).create(root_snapshot())
+    block = tmp_path / "b.yaml"
+    block.write_text("kind: MetadataBlock\nversion: 2\ncontent:\n  systemTime: 2050-01-01T12:00:00Z\n"
+                     "  sequenceNumber: 0\n  event:\n    kind: SetInfo\n    description: foo\n")
+    cases = [("odf block encode -o /dev/full", ["block", "encode", str(block), "-o", "/dev/full"]),
+             ("odf list > /dev/full", ["-w", ws_dir, "list"]),
+             ("odf log > /dev/full", ["-w", ws_dir, "log", ROOT])]
+    failures = []
+    with open("/dev/full", "w") as full:
+        for what, argv in cases:
+            p = subprocess.run([sys.executable, "-m", "odf_core.cli", *argv], stdout=full, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "ODF_LOG_DIR": str(tmp_path / "logs")})
+            traceback = not is_one_clear_line(p.stderr) or "no space left on device" not in p.stderr
+            fault_ledger.record("ENOSPC", "a full output device (/dev/full)", what, traceback=traceback)
+            if p.returncode != 1 or traceback:
+                failures.append(f"{what}: exit {p.returncode}, stderr {p.stderr.strip()!r}")
+    assert not failures, "\n".join(failures)
