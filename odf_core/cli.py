@@ -165,6 +165,18 @@ def cmd_set_transform(args) -> int:
     return 0
 
 
+@command("gc")
+def cmd_gc(args) -> int:
+    from odf_core.gc import collect, format_report
+
+    report = collect(_workspace(args), min_age_s=args.min_age, dry_run=args.dry_run)
+    for line in format_report(report):
+        print(line)
+    for problem in report.problems:
+        print(f"odf gc: {problem}", file=sys.stderr)
+    return 1 if report.problems else 0
+
+
 # -- ingestion and queries ---------------------------------------------------------------------------------------
 
 
@@ -440,6 +452,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only the cheap check: hashes, links, chain rules and files (default also re-runs "
                         "every transformation of a derivative dataset and compares logical hashes)")
     _spark_options(s)
+    s = sub.add_parser("gc", help="remove files no dataset references: orphaned data, checkpoints and blocks, "
+                       "temp files of crashed writers, staging of finished or abandoned transactions")
+    s.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    s.add_argument("--min-age", type=float, default=3600.0, metavar="SECONDS",
+                   help="only files unchanged for this long (default 3600): longer than any running commit or "
+                        "transaction takes")
     s = sub.add_parser("set-transform", help="query evolution: validate and set a derivative's new transform")
     s.add_argument("dataset")
     s.add_argument("file", help="a DatasetSnapshot YAML holding the new SetTransform")
@@ -520,6 +538,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the trace in a log file
+        from odf_core.errors import disk_error, os_error_reason
+
+        disk = disk_error(e)
+        if disk is not None:  # a full disk where no OdfError named the operation: still the machine, not a bug
+            path = f": {disk.filename}" if disk.filename else ""
+            print(f"odf: error: {os_error_reason(disk)} while running 'odf {name}'{path}", file=sys.stderr)
+            return 1
         import traceback
 
         from odf_core.engine import write_error_log

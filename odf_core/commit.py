@@ -133,13 +133,18 @@ def commit_data(
     """
     store = chain.store
     state = chain.state()
+    found: list[tuple[str, str]] = []  # files already in place: an orphan 'odf gc' could be removing right now
     if slice_file is not None:
-        store.put_file_if_absent(DatasetLayout.data_key(slice_file.data_slice.physical_hash), slice_file.path)
+        key = DatasetLayout.data_key(slice_file.data_slice.physical_hash)
+        if not store.put_file_if_absent(key, slice_file.path):
+            found.append((key, slice_file.path))
         crash_point("commit.after_data_file")
     new_checkpoint = None
     if checkpoint_path is not None:
         new_checkpoint = describe_checkpoint(checkpoint_path)
-        store.put_file_if_absent(DatasetLayout.checkpoint_key(new_checkpoint.physical_hash), checkpoint_path)
+        key = DatasetLayout.checkpoint_key(new_checkpoint.physical_hash)
+        if not store.put_file_if_absent(key, checkpoint_path):
+            found.append((key, checkpoint_path))
         crash_point("commit.after_checkpoint_file")
     elif carry_checkpoint:
         new_checkpoint = state.last_checkpoint
@@ -172,9 +177,13 @@ def commit_data(
         state = ensure_schema(chain, state, slice_file.schema, system_time)
     event = build(state)
     try:
-        return chain.append_event(event, system_time, state=state)
+        block = chain.append_event(event, system_time, state=state)
     except ChainError as e:
         if "changes nothing" in str(e):
             return None
         raise
+    for key, path in found:  # removed by a collector between our check and our block: publish it again
+        if not store.exists(key):
+            store.put_file_if_absent(key, path)
+    return block
 

@@ -137,8 +137,46 @@ def user_message(exc: BaseException) -> str:
     return _clean(str(exc)) or type(exc).__name__
 
 
+#: How the JVM words the operating-system errors a full or read-only disk gives (Java has no errno).
+_JAVA_OS_ERRORS = {"No space left on device": "ENOSPC", "Disk quota exceeded": "EDQUOT",
+                   "Read-only file system": "EROFS"}
+
+
+def os_error(exc: BaseException) -> tuple[str, str] | None:
+    """``(errno name, reason)`` when a failure comes down to the disk (full, over quota, read-only): an ``OSError`` in
+    the Python cause chain (pyarrow, our own writes) or an ``IOException`` in the Java one (Spark's writers)."""
+    import errno as errno_mod
+
+    from odf_core.errors import disk_error, os_error_reason
+
+    e = disk_error(exc)
+    if e is not None:
+        reason = os_error_reason(e)
+        return errno_mod.errorcode[e.errno], f"{reason}: {e.filename}" if e.filename else reason
+    throwable, depth = _java_throwable(exc), 0
+    while throwable is not None and depth < 20:
+        depth += 1
+        try:
+            message = str(throwable.getMessage() or "")
+        except Exception:  # noqa: BLE001 - not a throwable after all
+            break
+        for text, name in _JAVA_OS_ERRORS.items():
+            if text in message:
+                return name, text[:1].lower() + text[1:]
+        try:
+            throwable = throwable.getCause()
+        except Exception:  # noqa: BLE001
+            break
+    return None
+
+
 def internal_error(exc: BaseException) -> EngineInternalError:
+    """The engine's answer to a failure that is not the user's. A full disk is named as such (``[ENOSPC] no space
+    left on device``, error class ``ENOSPC``), so the coordinator can say where it was writing."""
+    backtrace = "".join(traceback.format_exception(exc))
+    disk = os_error(exc)
+    if disk is not None:
+        return EngineInternalError(message=f"[{disk[0]}] {disk[1]}", error_class=disk[0], backtrace=backtrace)
     err = innermost(exc)
     message = user_message(exc) if err is not None else f"{type(exc).__name__}: {_clean(str(exc))}"
-    return EngineInternalError(message=message, error_class=err.condition if err else None,
-                               backtrace="".join(traceback.format_exception(exc)))
+    return EngineInternalError(message=message, error_class=err.condition if err else None, backtrace=backtrace)

@@ -174,11 +174,14 @@ class MetadataChain:
         validate_append(state, block)
         raw = encode_block(block)
         block_hash = Multihash.sha3_256(raw)
-        self.store.put_if_absent(DatasetLayout.block_key(block_hash), raw)
+        key = DatasetLayout.block_key(block_hash)
+        published = self.store.put_if_absent(key, raw)
         crash_point("chain.after_block_write")
         self.store.compare_and_swap_ref(
             DatasetLayout.head_ref, str(state.head) if state.head else None, str(block_hash)
         )
+        if not published and not self.store.exists(key):  # an orphan of an earlier attempt, collected meanwhile
+            self.store.put_if_absent(key, raw)  # (odf_core.gc)
         crash_point("chain.after_head_update")
         self._write_summary(fold(state, block, block_hash))
         crash_point("chain.after_summary_write")

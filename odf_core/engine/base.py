@@ -45,9 +45,17 @@ def write_error_log(what: str, text: str) -> Path | None:
         return None
 
 
-def internal_error(what: str, message: str, error_class: str | None = None, backtrace: str | None = None
-                   ) -> EngineError:
-    """One line for the user: what failed, Spark's error class, the message, and where the trace is."""
+#: Error classes the engine gives a failing disk (``spark_jobs.errors.os_error``): its message is ``[ENOSPC] reason``.
+DISK_ERROR = re.compile(r"\[(ENOSPC|EDQUOT|EROFS)\] (.*)", re.S)
+
+
+def internal_error(what: str, message: str, error_class: str | None = None, backtrace: str | None = None,
+                   *, where: str | None = None) -> EngineError:
+    """One line for the user: what failed, Spark's error class, the message, and where the trace is. A full disk
+    reads ``no space left on device while writing under <where>`` (``where``: the directory the engine wrote to)."""
+    disk = DISK_ERROR.fullmatch(message.strip())
+    if disk is not None:
+        message, error_class = disk.group(2) + (f" while writing under {where}" if where else ""), None
     head = f"{what} failed" + (f" [{error_class}]" if error_class and error_class not in message else "")
     text = f"{head}: {message}"
     if backtrace:

@@ -40,6 +40,9 @@ class LocalEngine(Engine):
                 self._session = create_session("odf", self.master, {**DRIVER_CONF, **self.conf})
             except Exception as e:  # noqa: BLE001 - JVM start failures surface as various exception types
                 raise EngineError(f"cannot start Spark in-process: {str(e).splitlines()[0]}") from None
+            # This console is the user's: a failed task (bad input, a full disk) must not put Spark's ERROR log with
+            # its Java stack trace there; the error comes back as one line naming the log file that holds the trace.
+            self._session.sparkContext.setLogLevel("OFF")
         return self._session
 
     @classmethod

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
+from odf_core.storage.faults import write_fault
+
 CHUNK = 1 << 20  # 1 MiB: large enough for throughput, small enough to keep memory flat
 _PROGRESS_BYTES = 64 << 20
 _PROGRESS_SECONDS = 10.0
@@ -47,6 +49,7 @@ def part_file(dest: str) -> Iterator[str]:
     tmp = f"{dest}.part"
     try:
         yield tmp
+        write_fault(dest)
         os.replace(tmp, dest)
     except BaseException:
         remove_file(tmp)
@@ -54,12 +57,18 @@ def part_file(dest: str) -> Iterator[str]:
 
 
 def atomic_write_text(path: str, text: str) -> None:
+    """Write a manifest: complete or not at all (a failed write, say on a full disk, leaves no ``.part`` file)."""
     tmp = f"{path}.part"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            write_fault(path)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        remove_file(tmp)
+        raise
 
 
 def source_basename(name: str) -> str:

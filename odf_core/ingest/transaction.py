@@ -4,6 +4,13 @@ Every step reads its inputs from and writes its outputs to the transaction's sta
 outcome in a JSON manifest there, so each step can run in its own process (an Airflow task) and be retried: a
 retry overwrites the step's own outputs, and nothing touches the dataset before ``commit``, which is itself
 idempotent (see :mod:`odf_core.commit`). ``pull`` runs the whole chain in one process with one Spark session.
+
+Staging never outlives its use. A step that fails removes the bulky files it was writing (no half-written output is
+left for a retry to trust), and an operating-system failure (a full disk) is one line naming the step and the path.
+A transaction with a fixed id (an Airflow run, ``--txn-id``) keeps its small manifests until it commits, so a retried
+task finds its way back; once committed only ``transaction.json`` and ``commit.json`` stay, so a retried commit task
+answers "already committed" (``odf gc`` removes those later). A transaction with a random id (the CLI's) is never
+retried: its whole staging directory goes when it ends, committed or not.
 """
 from __future__ import annotations
 
@@ -14,6 +21,8 @@ import os
 import shutil
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,7 +41,7 @@ from odf_core.engine.protocol import (
     MergePhase,
     ReadPhase,
 )
-from odf_core.errors import RefConflict
+from odf_core.errors import OdfError, RefConflict, os_errors
 from odf_core.identity import Multihash
 from odf_core.dataset_files import checkpoint_path, engine_path
 from odf_core.ingest.checkpoint import serves as checkpoint_serves
@@ -80,6 +89,8 @@ class IngestTransaction:
     source: str  # POLLING or a push source name
     # a keyed push: its idempotency key, recorded in the block; base_head was checked to hold no block of it
     push_key: str | None = None
+    # a random id nobody will retry (the CLI's): the staging directory is removed when the transaction ends
+    ephemeral: bool = False
 
     def to_ref(self) -> dict:
         return {"dataset": self.dataset, "txn_id": self.txn_id, "staging_dir": self.staging_dir}
@@ -145,15 +156,28 @@ def begin(ws: Workspace, dataset: str, *, txn_id: str | None = None, source: str
     handle = ws.get(dataset)
     state = handle.state()
     src = _resolve_source(handle, state, source)
+    ephemeral = txn_id is None
     txn_id = _safe_txn_id(txn_id or f"{Timestamp.now().epoch_ns}-{uuid.uuid4().hex[:8]}")
     staging = _staging_dir(ws, state, txn_id)
     if os.path.exists(os.path.join(staging, TXN_FILE)):
         return IngestTransaction.load(staging)
-    return _write_plan(handle, state, src, txn_id, staging, system_time)
+    return _write_plan(handle, state, src, txn_id, staging, system_time, ephemeral=ephemeral)
 
 
 def _write_plan(handle: DatasetHandle, state: ChainState, src: str, txn_id: str, staging: str,
-                system_time: Timestamp | None = None, push_key: str | None = None) -> IngestTransaction:
+                system_time: Timestamp | None = None, push_key: str | None = None, *,
+                ephemeral: bool = False) -> IngestTransaction:
+    try:
+        with os_errors("planning an ingest transaction in", staging):
+            return _plan_files(handle, state, src, txn_id, staging, system_time, push_key, ephemeral)
+    except BaseException:
+        if ephemeral:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _plan_files(handle: DatasetHandle, state: ChainState, src: str, txn_id: str, staging: str,
+                system_time: Timestamp | None, push_key: str | None, ephemeral: bool) -> IngestTransaction:
     os.makedirs(staging, exist_ok=True)
     txn = IngestTransaction(
         dataset=str(handle.name),
@@ -164,6 +188,7 @@ def _write_plan(handle: DatasetHandle, state: ChainState, src: str, txn_id: str,
         system_time=(system_time or Timestamp.now()).isoformat(),
         source=src,
         push_key=push_key,
+        ephemeral=ephemeral,
     )
     atomic_write_text(os.path.join(staging, TXN_FILE), json.dumps(asdict(txn), indent=2))
     log.info("ingest transaction %s of %s planned on head %s", txn_id, handle.name, txn.base_head)
@@ -192,6 +217,53 @@ def _handle(ws: Workspace, txn: IngestTransaction) -> DatasetHandle:
     return ws.get(txn.dataset_id)
 
 
+# -- staging hygiene --------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _step(txn: IngestTransaction, operation: str, outputs: tuple[str, ...] = ()) -> Iterator[None]:
+    """Run one step: an OS failure becomes one line naming ``operation`` and the path; when the step fails, the files
+    it writes (``outputs``, relative to the staging directory) are removed, so nothing half-written stays behind."""
+    try:
+        with os_errors(operation, txn.staging_dir):
+            yield
+    except BaseException:
+        _remove(txn, outputs)
+        raise
+
+
+def _remove(txn: IngestTransaction, names: tuple[str, ...]) -> None:
+    for name in names:
+        p = txn.path(name)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            try:
+                os.remove(p)
+            except OSError:
+                pass
+
+
+def remove_staging(txn: IngestTransaction) -> None:
+    """Remove the transaction's whole staging directory (and its dataset's directory under the staging root when
+    that is left empty)."""
+    shutil.rmtree(txn.staging_dir, ignore_errors=True)
+    try:
+        os.rmdir(os.path.dirname(txn.staging_dir))
+    except OSError:
+        pass  # other transactions of the dataset, or already gone
+
+
+@contextmanager
+def _ends(txn: IngestTransaction) -> Iterator[None]:
+    """A transaction with a random id leaves nothing in staging, whether it commits or fails."""
+    try:
+        yield
+    finally:
+        if txn.ephemeral:
+            remove_staging(txn)
+
+
 # -- fetch / prepare (Python) -----------------------------------------------------------------------------------
 
 
@@ -201,40 +273,53 @@ def fetch(ws: Workspace, txn: IngestTransaction, options: FetchOptions | None = 
         raise IngestError(f"transaction {txn.txn_id} ingests from push source '{txn.source}': nothing to fetch")
     if state.polling_source is None:
         raise IngestError(f"dataset '{txn.dataset}' has no active polling source")
-    result = fetch_source(
-        state.polling_source.fetch,
-        staging_dir=txn.staging_dir,
-        source_state=state.source_state("default"),
-        system_time=txn.time,
-        already_ingested=state.data_blocks > 0 or state.source_state("default") is not None,
-        options=options or FetchOptions(),
-    )
+    from odf_core.ingest.fetch import CONTAINER_OUT_DIR, FETCH_DIR
+
+    with _step(txn, "fetching into", (FETCH_DIR, CONTAINER_OUT_DIR)):
+        result = fetch_source(
+            state.polling_source.fetch,
+            staging_dir=txn.staging_dir,
+            source_state=state.source_state("default"),
+            system_time=txn.time,
+            already_ingested=state.data_blocks > 0 or state.source_state("default") is not None,
+            options=options or FetchOptions(),
+        )
     log.info("fetched %d file(s), %d bytes%s", len(result.files), result.bytes_fetched,
              " (up to date)" if result.up_to_date else "")
     return result
 
 
 def prepare(ws: Workspace, txn: IngestTransaction) -> tuple[FetchedFile, ...]:
+    from odf_core.ingest.prepare import PREPARE_DIR
+
     fetched = read_fetch_manifest(txn.staging_dir)
     steps = _handle(ws, txn).state().polling_source.prepare
-    return prepare_files(steps, fetched.files, staging_dir=txn.staging_dir)
+    with _step(txn, "preparing files in", (PREPARE_DIR,)):
+        return prepare_files(steps, fetched.files, staging_dir=txn.staging_dir)
 
 
 def stage_push_file(txn: IngestTransaction, path: str | None) -> tuple[FetchedFile, ...]:
     """Copy the pushed file (or stdin when ``path`` is None or ``-``) into staging as the prepared input."""
+    with _step(txn, "copying the pushed file into", ("push",)):
+        return _stage_push_file(txn, path)
+
+
+def _stage_push_file(txn: IngestTransaction, path: str | None) -> tuple[FetchedFile, ...]:
     from odf_core.ingest.manifest import write_prepare_manifest
+    from odf_core.ingest.staging import part_file
 
     target_dir = os.path.join(txn.staging_dir, "push")
     os.makedirs(target_dir, exist_ok=True)
     target = os.path.join(target_dir, "data")
     if path in (None, "-"):
-        with open(target, "wb") as out:
+        with part_file(target) as tmp, open(tmp, "wb") as out:
             shutil.copyfileobj(sys.stdin.buffer, out)
         name = "<stdin>"
     else:
         if not os.path.isfile(path):
             raise IngestError(f"{path}: no such file")
-        shutil.copyfile(path, target)
+        with part_file(target) as tmp:
+            shutil.copyfile(path, tmp)
         name = path
     files = (FetchedFile(path=target, event_time=None, name=name),)
     write_prepare_manifest(txn.staging_dir, files)
@@ -295,7 +380,7 @@ def run_request(engine: Engine, request: IngestRequest) -> IngestResponseSuccess
     if isinstance(value, IngestResponseInvalidInput):
         raise InvalidInput(f"dataset '{request.dataset}': {value.message}")
     if isinstance(value, EngineInternalError):
-        raise engine_internal_error(what, value.message, value.error_class, value.backtrace)
+        raise engine_internal_error(what, value.message, value.error_class, value.backtrace, where=request.work_dir)
     return value
 
 
@@ -304,12 +389,13 @@ def read(ws: Workspace, txn: IngestTransaction, engine: Engine) -> StepResult:
     state = _handle(ws, txn).state()
     files = read_prepare_manifest(txn.staging_dir)
     n = 0
-    if files:
-        keep = engine.keeps_reads
-        request = _request(state, txn, read=_read_phase(state, txn, files, output_path=None if keep
-                                                        else txn.path("read.parquet")), keep=keep)
-        n = run_request(engine, request).read.num_records or 0
-    atomic_write_text(txn.path(READ_FILE), json.dumps({"numRecords": n, "files": len(files)}))
+    with _step(txn, "reading into", ("read.parquet", READ_FILE)):
+        if files:
+            keep = engine.keeps_reads
+            request = _request(state, txn, read=_read_phase(state, txn, files, output_path=None if keep
+                                                            else txn.path("read.parquet")), keep=keep)
+            n = run_request(engine, request).read.num_records or 0
+        atomic_write_text(txn.path(READ_FILE), json.dumps({"numRecords": n, "files": len(files)}))
     log.info("read %d record(s)", n)
     return StepResult(num_records=n)
 
@@ -317,9 +403,12 @@ def read(ws: Workspace, txn: IngestTransaction, engine: Engine) -> StepResult:
 def merge(ws: Workspace, txn: IngestTransaction, engine: Engine, *, with_read: bool = False) -> StepResult:
     """Merge the read rows into the slice: in one request with the read (``pull``, push, a long-lived engine that
     reads again when it kept nothing), or from the read step's ``read.parquet``."""
-    for name in ("slice.parquet", "checkpoint.parquet"):
-        if os.path.exists(txn.path(name)):
-            os.remove(txn.path(name))
+    with _step(txn, "merging into", ("slice.parquet", "checkpoint.parquet", MERGE_FILE)):
+        return _merge(ws, txn, engine, with_read)
+
+
+def _merge(ws: Workspace, txn: IngestTransaction, engine: Engine, with_read: bool) -> StepResult:
+    _remove(txn, ("slice.parquet", "checkpoint.parquet", MERGE_FILE))
     handle = _handle(ws, txn)
     state = handle.state()
     files = read_prepare_manifest(txn.staging_dir)
@@ -354,17 +443,24 @@ def commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
     if os.path.exists(done):
         with open(done, encoding="utf-8") as f:
             return StepResult.from_json(f.read())
+    with _step(txn, "committing from"):  # the staged slice stays for a retry: it is complete
+        result = _commit(ws, txn)
+    _record_commit(txn, result)
+    return result
+
+
+def _commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
     handle = _handle(ws, txn)
     source_state = None
     if txn.source == POLLING:
         fetched = read_fetch_manifest(txn.staging_dir)
         if fetched.up_to_date:
-            result = StepResult(up_to_date=True, head=str(handle.chain.head()))
-            atomic_write_text(done, json.dumps(asdict(result)))
-            return result
+            return StepResult(up_to_date=True, head=str(handle.chain.head()))
         source_state = fetched.new_source_state
     elif txn.push_key is not None:
         source_state = push_key_state(txn.source, txn.push_key)
+    if not os.path.exists(txn.path(MERGE_FILE)):
+        raise IngestError(f"transaction {txn.txn_id}: the merge step's output is missing: run merge again")
     with open(txn.path(MERGE_FILE), encoding="utf-8") as f:
         merged = json.load(f)
     state = handle.state()
@@ -397,13 +493,26 @@ def commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
         head=str(st.head),
         watermark=str(st.last_watermark) if st.last_watermark else None,
     )
-    atomic_write_text(done, json.dumps(asdict(result)))
     if block:
         log.info("committed block %s: offsets %s, watermark %s", block, result.offset_interval, result.watermark)
     else:
         log.info("nothing to commit")
-    _cleanup_payload(txn)
     return result
+
+
+def _record_commit(txn: IngestTransaction, result: StepResult) -> None:
+    """After the commit: ``commit.json`` for a retried task, then the payload goes. The chain already holds the
+    commit, so a failure here (a full disk) is a warning, not an error; the payload then stays, so a retry without
+    ``commit.json`` still finds its block (``commit_data``). A random-id transaction is never retried: no
+    ``commit.json``, and its staging directory goes as a whole (:func:`_ends`)."""
+    if not txn.ephemeral:
+        try:
+            with os_errors("recording the commit in", txn.path(COMMIT_FILE)):
+                atomic_write_text(txn.path(COMMIT_FILE), json.dumps(asdict(result)))
+        except OdfError as e:
+            log.warning("transaction %s is committed, but %s; its staged files stay until 'odf gc'", txn.txn_id, e)
+            return
+    _cleanup_payload(txn)
 
 
 def _next_offset_at_base(handle: DatasetHandle, txn: IngestTransaction, state: ChainState) -> int:
@@ -412,14 +521,18 @@ def _next_offset_at_base(handle: DatasetHandle, txn: IngestTransaction, state: C
     return handle.chain.state_at(Multihash.parse(txn.base_head)).next_offset
 
 
+PAYLOAD = ("fetch", "container-out", "prepare", "push", "inputs", "slice.parquet", "checkpoint.parquet",
+           "read.parquet")
+"""What a transaction stages besides its small manifests: every copy of data, removed once it is committed."""
+
+
 def _cleanup_payload(txn: IngestTransaction) -> None:
-    """Drop the bulky staged files once committed; the manifests stay so a retried step sees it is done."""
-    for name in ("fetch", "prepare", "push", "inputs", "slice.parquet", "checkpoint.parquet", "read.parquet"):
-        p = txn.path(name)
-        if os.path.isdir(p):
-            shutil.rmtree(p, ignore_errors=True)
-        elif os.path.exists(p):
-            os.remove(p)
+    """Drop the bulky staged files once committed (also scratch of an engine killed mid-request); the manifests stay
+    so a retried step sees it is done."""
+    engine_scratch = ()
+    if os.path.isdir(txn.staging_dir):
+        engine_scratch = tuple(n for n in os.listdir(txn.staging_dir) if n.startswith(".odf-engine-"))
+    _remove(txn, PAYLOAD + engine_scratch)
 
 
 # -- whole chains -----------------------------------------------------------------------------------------------
@@ -431,13 +544,14 @@ def pull(ws: Workspace, dataset: str, engine: Engine, *, once: bool = False,
     results = []
     for _ in range(max_transactions):
         txn = begin(ws, dataset, source=POLLING)
-        fetched = fetch(ws, txn, options)
-        if fetched.up_to_date:
+        with _ends(txn):
+            fetched = fetch(ws, txn, options)
+            if fetched.up_to_date:
+                results.append(commit(ws, txn))
+                break
+            prepare(ws, txn)
+            merge(ws, txn, engine, with_read=True)
             results.append(commit(ws, txn))
-            break
-        prepare(ws, txn)
-        merge(ws, txn, engine, with_read=True)
-        results.append(commit(ws, txn))
         if once or not fetched.has_more:
             break
     return results
@@ -454,11 +568,12 @@ def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = 
     """
     if txn_id is None:
         txn = begin(ws, dataset, source=source)
-        if txn.source == POLLING:
-            raise IngestError(f"dataset '{txn.dataset}' has no push source: use 'odf pull' for its polling source")
-        stage_push_file(txn, path)
-        merge(ws, txn, engine, with_read=True)
-        return commit(ws, txn)
+        with _ends(txn):
+            if txn.source == POLLING:
+                raise IngestError(f"dataset '{txn.dataset}' has no push source: use 'odf pull' for its polling source")
+            stage_push_file(txn, path)
+            merge(ws, txn, engine, with_read=True)
+            return commit(ws, txn)
     planned = begin_push(ws, dataset, txn_id, source=source, not_before=not_before)
     if isinstance(planned, StepResult):
         return planned

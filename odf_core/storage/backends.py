@@ -30,7 +30,7 @@ from fsspec import AbstractFileSystem
 from odf_core.errors import IntegrityError, RefConflict
 from odf_core.storage import local_fs
 from odf_core.storage.errors import UnsafeRefUpdate
-from odf_core.storage.faults import crash_point
+from odf_core.storage.faults import crash_point, write_fault
 
 STORAGE_CRASH_POINTS: tuple[str, ...] = (
     "object.after_temp_write",
@@ -98,6 +98,8 @@ class LocalBackend:
             if published:
                 crash_point("object.after_publish")
                 local_fs.fsync_dir(directory)
+            else:
+                local_fs.touch_quietly(path)
         local_fs.unlink_quietly(src)
         return published
 
@@ -108,6 +110,8 @@ class LocalBackend:
             if published:
                 crash_point("object.after_publish")
                 local_fs.fsync_dir(os.path.dirname(path))
+            else:
+                local_fs.touch_quietly(path)
             return published
         finally:
             local_fs.unlink_quietly(tmp)
@@ -116,6 +120,7 @@ class LocalBackend:
         tmp = local_fs.write_temp(path, local_fs.write_bytes(data), _mode(private))
         try:
             crash_point("put.after_temp_write")
+            write_fault(path)
             os.replace(tmp, path)
         except BaseException:
             local_fs.unlink_quietly(tmp)
@@ -137,6 +142,7 @@ class LocalBackend:
             tmp = local_fs.write_temp(path, local_fs.write_bytes(new.encode("ascii")))
             try:
                 crash_point("ref.after_temp_write")
+                write_fault(path)
                 os.replace(tmp, path)
             except BaseException:
                 local_fs.unlink_quietly(tmp)
@@ -158,6 +164,7 @@ class MemoryBackend:
         with _MEMORY_LOCK:
             if self.fs.exists(path):
                 return False
+            write_fault(path)
             self.fs.pipe_file(path, data)
             return True
 
@@ -170,6 +177,7 @@ class MemoryBackend:
 
     def put(self, path: str, data: bytes, private: bool = False) -> None:
         with _MEMORY_LOCK:
+            write_fault(path)
             self.fs.pipe_file(path, data)
 
     def read_ref(self, name: str, path: str) -> str | None:
@@ -184,6 +192,7 @@ class MemoryBackend:
             actual = self.read_ref(name, path)
             if actual != expected:
                 raise RefConflict(name, expected, actual)
+            write_fault(path)
             self.fs.pipe_file(path, new.encode("ascii"))
 
 
@@ -197,18 +206,21 @@ class RemoteBackend:
     def put_if_absent(self, path: str, data: bytes, private: bool = False) -> bool:
         if self.fs.exists(path):
             return False
+        write_fault(path)
         self.fs.pipe_file(path, data)
         return True
 
     def put_file_if_absent(self, path: str, src: str, move: bool) -> bool:
         published = not self.fs.exists(path)
         if published:
+            write_fault(path)
             self.fs.put_file(src, path)
         if move:
             os.unlink(src)
         return published
 
     def put(self, path: str, data: bytes, private: bool = False) -> None:
+        write_fault(path)
         self.fs.pipe_file(path, data)
 
     def read_ref(self, name: str, path: str) -> str | None:
@@ -229,4 +241,5 @@ class RemoteBackend:
         actual = self.read_ref(name, path)
         if actual != expected:
             raise RefConflict(name, expected, actual)
+        write_fault(path)
         self.fs.pipe_file(path, new.encode("ascii"))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
+from odf_core.storage.faults import write_fault
 from odf_core.storage.keys import TEMP_PREFIX
 
 # errno values meaning "this file system has no hard links", where we fall back to check-then-rename
@@ -45,6 +46,7 @@ def ensure_dir(directory: str) -> None:
     if parent and parent != directory:
         ensure_dir(parent)
     try:
+        write_fault(directory)
         os.mkdir(directory)
     except FileExistsError:
         if not os.path.isdir(directory):
@@ -95,6 +97,7 @@ def write_temp(final: str, write: Callable[[BinaryIO], None], mode: int = 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
+            write_fault(tmp)  # a full disk shows at the latest when the buffered data is flushed
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
@@ -123,6 +126,7 @@ def link_no_replace(src: str, final: str) -> bool:
     may both rename, which for content-addressed keys only replaces a file by an identical one.
     """
     try:
+        write_fault(final)
         os.link(src, final)
         return True
     except FileExistsError:
@@ -150,6 +154,15 @@ def read_optional(path: str) -> bytes | None:
             return f.read()
     except FileNotFoundError:
         return None
+
+
+def touch_quietly(path: str) -> None:
+    """Mark an existing object as just used (its modification time), so ``odf gc`` sees it as young: a writer that
+    found its content-addressed object already there is about to reference it."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def unlink_quietly(path: str) -> None:

@@ -6,7 +6,9 @@ outside the root; on local stores every read, write and listing also checks wher
 (a ``data/`` directory or a single file) pointing out of the store's root is refused with :class:`StoreEscape` instead
 of followed. Symlinks that stay inside the root are followed; the root itself (and its parents) may be symlinks.
 A child store (:meth:`ObjectStore.child`, e.g. one dataset of a workspace) is confined to its own root, which must
-itself resolve inside its parent's. Deleting never follows a symlink: it removes the link. Objects are published atomically (a reader sees no object or a complete one) and refs move only through
+itself resolve inside its parent's. Deleting never follows a symlink: it removes the link. An operating-system failure (a full disk, no
+permission, an I/O error) surfaces as :class:`~odf_core.errors.FileSystemError`, one line naming the operation and the
+path. Objects are published atomically (a reader sees no object or a complete one) and refs move only through
 :meth:`ObjectStore.compare_and_swap_ref`, which on local and memory stores is a real compare-and-swap. What each
 backend guarantees for writes is documented in :mod:`odf_core.storage.backends`.
 """
@@ -16,6 +18,7 @@ import os
 import stat
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
 
 from fsspec import AbstractFileSystem
@@ -23,13 +26,22 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from odf_core.errors import OdfError
+from odf_core.errors import OdfError, os_errors
 from odf_core.storage.backends import Backend, LocalBackend, MemoryBackend, RemoteBackend, decode_ref
 from odf_core.storage import local_fs
 from odf_core.storage.errors import ObjectNotFound, StoreEscape
 from odf_core.storage.keys import TEMP_PREFIX, is_internal_name, validate_key, validate_prefix, validate_ref_value
 
 _Bytes = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One object as a listing sees it: its key, size in bytes and modification time (None: unknown)."""
+
+    key: str
+    size: int
+    modified: float | None
 
 
 class ObjectStore:
@@ -181,6 +193,10 @@ class ObjectStore:
     def get(self, key: str) -> bytes:
         """The bytes of object ``key``; :class:`ObjectNotFound` if there is none."""
         path = self._path(key)
+        with os_errors("reading", path, exact=True):
+            return self._get(key, path)
+
+    def _get(self, key: str, path: str) -> bytes:
         if self.is_local:  # the hot path of chain walks: skip fsspec's per-call overhead
             data = self._read_local(key, path)
             if data is None:
@@ -194,6 +210,10 @@ class ObjectStore:
     def open_read(self, key: str) -> BinaryIO:
         """A binary stream over object ``key`` (use as a context manager); :class:`ObjectNotFound` if missing."""
         path = self._path(key)
+        with os_errors("opening", path, exact=True):
+            return self._open_read(key, path)
+
+    def _open_read(self, key: str, path: str) -> BinaryIO:
         if self.is_local:
             try:
                 f = open(path, "rb")
@@ -225,13 +245,18 @@ class ObjectStore:
 
     def exists(self, key: str) -> bool:
         path = self._path(key)
-        if self.is_local:
-            st = self._stat_local(key, path)
-            return st is not None and stat.S_ISREG(st.st_mode)
-        return bool(self._fs.isfile(path))
+        with os_errors("checking", path, exact=True):
+            if self.is_local:
+                st = self._stat_local(key, path)
+                return st is not None and stat.S_ISREG(st.st_mode)
+            return bool(self._fs.isfile(path))
 
     def size(self, key: str) -> int:
         path = self._path(key)
+        with os_errors("checking", path, exact=True):
+            return self._size(key, path)
+
+    def _size(self, key: str, path: str) -> int:
         if self.is_local:
             st = self._stat_local(key, path)
             if st is None or not stat.S_ISREG(st.st_mode):
@@ -251,7 +276,9 @@ class ObjectStore:
         Temp and lock files are not listed.
         """
         prefix = validate_prefix(prefix)
-        return sorted(rel for rel, _ in self._walk(prefix) if not any(map(is_internal_name, rel.split("/"))))
+        with os_errors("listing", self._join(prefix)):
+            walked = self._walk(prefix)
+        return sorted(rel for rel, _ in walked if not any(map(is_internal_name, rel.split("/"))))
 
     def list_dirs(self, prefix: str = "") -> list[str]:
         """Sorted names of the directories directly under ``prefix`` (one level, no recursion)."""
@@ -260,11 +287,12 @@ class ObjectStore:
         if self.is_local:
             if prefix:
                 self._check_resolved(prefix, base)
-            try:
-                with os.scandir(base) as it:
-                    names = [e.name for e in it if e.is_dir()]
-            except (FileNotFoundError, NotADirectoryError):
-                return []
+            with os_errors("listing", base):
+                try:
+                    with os.scandir(base) as it:
+                        names = [e.name for e in it if e.is_dir()]
+                except (FileNotFoundError, NotADirectoryError):
+                    return []
         else:
             try:
                 entries = self._fs.ls(base, detail=True)
@@ -332,7 +360,8 @@ class ObjectStore:
         path = self._write_path(key)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"object data for {key!r} must be bytes, got {type(data).__name__}")
-        return self._backend.put_if_absent(path, bytes(data), private)
+        with os_errors("writing", path, exact=True):
+            return self._backend.put_if_absent(path, bytes(data), private)
 
     def put_file_if_absent(self, key: str, local_src_path: str | os.PathLike[str], move: bool = False) -> bool:
         """Like :meth:`put_if_absent` with the content of a local file.
@@ -344,7 +373,8 @@ class ObjectStore:
         src = os.fspath(local_src_path)
         if not os.path.isfile(src):
             raise OdfError(f"cannot store {key!r}: source file {src!r} does not exist or is not a regular file")
-        return self._backend.put_file_if_absent(path, src, move)
+        with os_errors("writing", path, exact=True):
+            return self._backend.put_file_if_absent(path, src, move)
 
     def put(self, key: str, data: _Bytes, *, private: bool = False) -> None:
         """Create or atomically replace ``key`` (for caches such as ``info/summary``, never for chain objects);
@@ -352,24 +382,27 @@ class ObjectStore:
         path = self._write_path(key)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"object data for {key!r} must be bytes, got {type(data).__name__}")
-        self._backend.put(path, bytes(data), private)
+        with os_errors("writing", path, exact=True):
+            self._backend.put(path, bytes(data), private)
 
     def _write_path(self, key: str) -> str:
         """The path of ``key`` for a write: on local stores its directory (created later) must resolve inside."""
         path = self._path(key)
         if self.is_local:
-            self._check_resolved(key, path)
+            with os_errors("checking", path, exact=True):
+                self._check_resolved(key, path)
         return path
 
     def delete(self, key: str) -> bool:
         """Remove object ``key``; False if there was none."""
         path = self._path(key)
-        if not self._fs.isfile(path):
-            return False
-        try:
-            self._fs.rm_file(path)
-        except FileNotFoundError:
-            return False
+        with os_errors("deleting", path, exact=True):
+            if not self._fs.isfile(path):
+                return False
+            try:
+                self._fs.rm_file(path)
+            except FileNotFoundError:
+                return False
         return True
 
     def delete_prefix(self, prefix: str) -> None:
@@ -378,18 +411,20 @@ class ObjectStore:
         if not prefix:
             raise OdfError(f"refusing to delete the whole store {self.url}: delete_prefix needs a non-empty prefix")
         path = self._join(prefix)
-        if self._fs.exists(path):
-            self._fs.rm(path, recursive=True)
+        with os_errors("deleting", path, exact=True):
+            if self._fs.exists(path):
+                self._fs.rm(path, recursive=True)
 
     # -- refs ---------------------------------------------------------------------------------------------------
 
     def get_ref(self, name: str) -> str | None:
         """Current value of ref ``name`` (e.g. ``refs/head``), or None if it was never set."""
         path = self._path(name)
-        if self.is_local:
-            raw = self._read_local(name, path)
-            return None if raw is None else decode_ref(raw, path)
-        return self._backend.read_ref(name, path)
+        with os_errors("reading", path, exact=True):
+            if self.is_local:
+                raw = self._read_local(name, path)
+                return None if raw is None else decode_ref(raw, path)
+            return self._backend.read_ref(name, path)
 
     def compare_and_swap_ref(self, name: str, expected: str | None, new: str) -> None:
         """Set ref ``name`` to ``new`` if it currently holds ``expected`` (None = must not exist yet).
@@ -402,9 +437,34 @@ class ObjectStore:
         validate_ref_value(name, new)
         if expected is not None:
             validate_ref_value(name, expected)
-        self._backend.compare_and_swap(name, path, expected, new)
+        with os_errors("updating", path, exact=True):
+            self._backend.compare_and_swap(name, path, expected, new)
 
     # -- maintenance --------------------------------------------------------------------------------------------
+
+    def modified(self, key: str) -> float | None:
+        """When object ``key`` was last written (or found again by a writer, see ``put_*_if_absent``), as a POSIX
+        timestamp; None when it does not exist or the backend cannot tell."""
+        path = self._path(key)
+        with os_errors("checking", path, exact=True):
+            if self.is_local:
+                st = self._stat_local(key, path)
+                return st.st_mtime if st is not None and stat.S_ISREG(st.st_mode) else None
+            try:
+                return self._fs.modified(path).timestamp()
+            except (NotImplementedError, FileNotFoundError, NotADirectoryError):
+                return None
+
+    def files(self, prefix: str = "") -> list[StoredFile]:
+        """Every object under ``prefix`` with its size and modification time (temp and lock files left out)."""
+        out = []
+        for key in self.list(prefix):
+            try:
+                size = self.size(key)
+            except ObjectNotFound:
+                continue  # removed since it was listed
+            out.append(StoredFile(key, size, self.modified(key)))
+        return out
 
     def remove_stale_temp(self, older_than_s: float) -> list[str]:
         """Delete temp files left by crashed writers, last modified more than ``older_than_s`` seconds ago.
@@ -412,24 +472,34 @@ class ObjectStore:
         Returns the removed paths relative to the root. Pick ``older_than_s`` well above the longest write, since a
         live writer's temp file looks the same as a dead one's.
         """
+        return [f.key for f in self.remove_stale_temp_files(older_than_s)]
+
+    def remove_stale_temp_files(self, older_than_s: float, *, dry_run: bool = False) -> list[StoredFile]:
+        """Like :meth:`remove_stale_temp`, with each file's size; ``dry_run`` only lists what would go."""
         cutoff = time.time() - older_than_s
         removed = []
-        for rel, path in self._walk(""):
+        with os_errors("listing", self._root):
+            walked = self._walk("")
+        for rel, path in walked:
             if not rel.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
                 continue
-            try:
-                modified = self._fs.modified(path).timestamp()
-            except NotImplementedError:
-                continue  # the backend cannot tell its age; keep it
-            except FileNotFoundError:
-                continue
-            if modified <= cutoff:
+            with os_errors("deleting", path, exact=True):
                 try:
-                    self._fs.rm_file(path)
+                    modified = self._fs.modified(path).timestamp()
+                    size = int(self._fs.size(path) or 0)
+                except NotImplementedError:
+                    continue  # the backend cannot tell its age; keep it
                 except FileNotFoundError:
                     continue
-                removed.append(rel)
-        return sorted(removed)
+                if modified > cutoff:
+                    continue
+                if not dry_run:
+                    try:
+                        self._fs.rm_file(path)
+                    except FileNotFoundError:
+                        continue
+            removed.append(StoredFile(rel, size, modified))
+        return sorted(removed, key=lambda f: f.key)
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.url!r})"

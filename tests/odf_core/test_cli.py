@@ -224,3 +224,13 @@ def test_pull_download_limits_from_flags(tmp_path, ws, capsys):
         main(["-w", ws, "pull", "polled", "--fetch-deadline", "0"])
     assert exit_info.value.code == 2
     assert "argument --fetch-deadline: expected a positive number of seconds, got '0'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full (a device every write to fails with ENOSPC)")
+def test_a_full_disk_no_command_anticipated_is_one_line_not_an_internal_error(tmp_path, capsys):
+    """A write the command does not wrap (here its output file) on a full disk: the machine's state, not a bug."""
+    f = tmp_path / "b.yaml"
+    f.write_text("kind: MetadataBlock\nversion: 2\ncontent:\n  systemTime: 2050-01-01T12:00:00Z\n"
+                 "  sequenceNumber: 0\n  event:\n    kind: SetInfo\n    description: foo\n")
+    code, _, err = run(capsys, "block", "encode", str(f), "-o", "/dev/full")
+    assert (code, err.strip()) == (1, "odf: error: no space left on device while running 'odf block encode'")

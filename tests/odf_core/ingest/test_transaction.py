@@ -335,3 +335,61 @@ def test_a_tampered_checkpoint_is_never_built_on(ws, engine, http_server):
     with pytest.raises(OdfError, match=r"checkpoint .* is corrupted: its bytes hash to"):
         tx.pull(ws, "cities", engine)
     assert h.chain.head() == head
+
+
+# -- staging never outlives its use (#12.6) ---------------------------------------------------------------------
+
+
+def _staged_files(ws):
+    import os
+
+    root = ws.store.local_path("staging")
+    return sorted(os.path.relpath(os.path.join(d, n), root) for d, _, fs in os.walk(root) for n in fs)
+
+
+def test_a_cli_pull_leaves_nothing_in_staging_committed_or_failed(ws, engine, http_server):
+    http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\nB,2\n", etag='"e1"')
+    _root(ws, "cities", _cities_source(http_server.url("/c.csv")))
+    tx.pull(ws, "cities", engine)
+    assert _staged_files(ws) == []  # no second copy of the slice, its checkpoint or the manifests
+    http_server.resources["/c.csv"] = Resource(b"<html>oops</html>\n", etag='"e2"')
+    with pytest.raises(tx.InvalidInput):
+        tx.pull(ws, "cities", engine)
+    assert _staged_files(ws) == []
+
+
+def test_a_failed_merge_leaves_nothing_a_commit_could_take_for_its_output(ws, engine, tmp_path):
+    """A retried Merge that fails must not leave the earlier try's merge.json for Commit to commit without a slice."""
+    h = _root(ws, "events", AddPushSource(source_name="app", read=ReadStepNdJson(schema=("k STRING", "v BIGINT")),
+                                          merge=MergeStrategyAppend()))
+    head = h.chain.head()
+    txn = tx.begin(ws, "events", txn_id="af-run-9")
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text('{"k": "a", "v": 1}\n')
+    bad.write_text('{"k": "a", "v": "not a number"}\n')
+    tx.stage_push_file(txn, str(good))
+    tx.merge(ws, txn, engine, with_read=True)
+    tx.stage_push_file(txn, str(bad))  # the input changed between two tries of the Merge task
+    with pytest.raises(tx.InvalidInput):
+        tx.merge(ws, txn, engine, with_read=True)
+    with pytest.raises(OdfError, match="the merge step's output is missing: run merge again"):
+        tx.commit(ws, txn)
+    assert h.chain.head() == head
+
+
+def test_a_full_disk_in_a_step_is_one_line_and_removes_the_steps_output(ws, engine, tmp_path):
+    from odf_core.errors import FileSystemError
+    from odf_core.storage.faults import inject_enospc
+
+    h = _root(ws, "events", AddPushSource(source_name="app", read=ReadStepNdJson(schema=("k STRING", "v BIGINT")),
+                                          merge=MergeStrategyAppend()))
+    txn = tx.begin(ws, "events", txn_id="af-run-10")
+    src = tmp_path / "in.json"
+    src.write_text('{"k": "a", "v": 1}\n')
+    tx.stage_push_file(txn, str(src))
+    with pytest.raises(FileSystemError) as ei, inject_enospc(1, only="merge.json"):
+        tx.merge(ws, txn, engine, with_read=True)
+    assert str(ei.value) == f"no space left on device while merging into {txn.path('merge.json')}"
+    assert sorted(f.rsplit("/", 1)[1] for f in _staged_files(ws)) == ["data", "prepare.json", "transaction.json"]
+    tx.merge(ws, txn, engine, with_read=True)  # the disk is free again: the retry of the task goes through
+    assert tx.commit(ws, txn).num_records == 1 and h.state().num_records == 1

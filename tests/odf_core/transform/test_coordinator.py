@@ -258,3 +258,53 @@ def test_spark_submit_missing_and_timeout_kills_the_whole_group(ws, tmp_path):
     assert d.chain.head() == head
     leftover = subprocess.run(["pgrep", "-f", "spark_jobs/submit.py"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", "orphaned Spark processes"
+
+
+# -- staging never outlives its use (#12.6) ---------------------------------------------------------------------
+
+
+def _staged(ws):
+    root = ws.store.local_path("staging")
+    return sorted(os.path.relpath(os.path.join(d, n), root) for d, _, fs in os.walk(root) for n in fs)
+
+
+def test_a_cli_transform_leaves_nothing_in_staging(ws, engine, tmp_path):
+    """Its output and checkpoint are in the dataset after the commit: a second copy in staging would grow forever."""
+    r = make_root(ws)
+    add_rows(r, tmp_path, [("a", 1, 0), ("b", 2, 1)])
+    derivative(ws, "d", "select event_time, k, v from root where v > 1", "root")
+    assert run(ws, "d", engine=engine).num_records == 1
+    assert _staged(ws) == []
+    add_rows(r, tmp_path, [("c", 3, 2)], day=2)
+    derivative(ws, "agg", "select max(event_time) as event_time, k, sum(v) as total from root group by k", "root")
+    assert run(ws, "agg", engine=engine).num_records == 3
+    assert _staged(ws) == []
+
+
+def test_an_airflow_transform_keeps_only_its_commit_record(ws, engine, tmp_path):
+    r = make_root(ws)
+    add_rows(r, tmp_path, [("a", 1, 0), ("b", 2, 1)])
+    derivative(ws, "agg", "select max(event_time) as event_time, k, sum(v) as total from root group by k", "root")
+    res = run(ws, "agg", engine=engine, txn_id="af-run-1")
+    assert [f.rsplit("/", 1)[1] for f in _staged(ws)] == ["commit.json"]
+    assert run(ws, "agg", engine=engine, txn_id="af-run-1") == res  # a retried task still gets its result
+
+
+def test_a_failed_engine_run_leaves_no_output_and_a_failed_commit_keeps_the_answer(ws, engine, tmp_path):
+    from odf_core.storage.faults import inject_enospc
+
+    r = make_root(ws)
+    add_rows(r, tmp_path, [("a", 1, 0), ("b", 0, 1)])
+    derivative(ws, "d", "select event_time, k, 10 div v as q from root", "root")
+    with pytest.raises(InvalidQuery, match="DIVIDE_BY_ZERO"):
+        run(ws, "d", engine=engine, txn_id="af-run-2")
+    assert [f for f in _staged(ws) if f.endswith(".parquet")] == []
+    derivative(ws, "e", "select event_time, k, v from root", "root")
+    head = ws.get("e").chain.head()
+    with pytest.raises(OdfError, match="^no space left on device while writing .*/datasets/e/data/f"), \
+            inject_enospc(1, only="/datasets/e/"):
+        run(ws, "e", engine=engine, txn_id="af-run-3")
+    assert ws.get("e").chain.head() == head
+    kept = sorted(f.rsplit("/", 1)[1] for f in _staged(ws) if "transform-af-run-3" in f)
+    assert kept == ["checkpoint.parquet", "output.parquet", "plan.json", "response.fb", "schema-0.parquet"]
+    assert run(ws, "e", engine=engine, txn_id="af-run-3").num_records == 2
