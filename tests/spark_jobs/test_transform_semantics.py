@@ -17,6 +17,7 @@ from .transform_support import (
     MiniCoordinator,
     checkpoint_tables,
     minutes,
+    norm_row,
     reduce_output,
     run_split,
 )
@@ -177,11 +178,17 @@ def test_stateful_checks_its_checkpoint_continues_the_request(spark, tmp_path):
 
 def test_stateful_needs_history_paths_after_the_first_slice(spark, tmp_path):
     a = InputSpec("a", KX, [Event(A, minutes(i), ("p", i)) for i in range(4)])
-    q = sql("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a GROUP BY k")
-    coord = MiniCoordinator(spark, tmp_path, q, [a], use_history=False)
+    q = sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time) AS s FROM a")
+    coord = MiniCoordinator(spark, tmp_path / "full", q, [a], use_history=False)
     coord.step({"a": 2})  # starts at offset 0: the new slice is the whole history
     resp = coord.execute(coord.request({"a": 2}))
     assert resp.kind == "InternalError" and "history" in resp.message
+    # the incremental path reads history only to rebuild or recompute a group: appends to counts and maxima do not
+    q = sql("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a GROUP BY k")
+    coord = MiniCoordinator(spark, tmp_path / "incremental", q, [a], use_history=False)
+    coord.step({"a": 2})
+    assert coord.step({"a": 2}).diagnostics["path"] == "incremental"
+    assert reduce_output(coord.result.rows()) == {norm_row([minutes(3), "p", 4]): 1}
 
 
 def test_custom_vocabularies_and_dotted_alias(spark, tmp_path):
