@@ -29,6 +29,7 @@ from odf_core.metadata import (
     ReadStepNdJson,
     SetPollingSource,
     SetVocab,
+    TransformSql,
     decode_block,
 )
 from odf_core.metadata.fragments import CompressionFormat, EventTimeSourceFromPath, SourceOrdering
@@ -267,11 +268,13 @@ def test_empty_file_adds_only_the_new_source_state(ws, engine, http_server):
 
 
 def test_empty_file_without_read_schema_commits_only_the_source_state_in_separate_steps(ws, engine, http_server):
-    # no read schema: an empty file has no columns at all; the read step writes nothing and the merge step (run
-    # apart from it, as Airflow runs them) must not ask for the missing read output
-    http_server.resources["/c.json"] = Resource(b"", etag='"e1"')
+    # no read schema: an empty file has no columns at all, not even those the preprocess query selects; the read
+    # step writes nothing and the merge step (run apart from it, as Airflow runs them) must not ask for its output
+    http_server.resources["/c.csv"] = Resource(b"", etag='"e1"')
     h = _root(ws, "cities", SetPollingSource(
-        fetch=FetchStepUrl(url=http_server.url("/c.json")), read=ReadStepNdJson(), merge=MergeStrategyAppend()))
+        fetch=FetchStepUrl(url=http_server.url("/c.csv")), read=ReadStepCsv(header=False),
+        preprocess=TransformSql(engine="spark", query="select city, population from input"),
+        merge=MergeStrategyAppend()))
     txn = tx.begin(ws, "cities", txn_id="run-1")
     tx.fetch(ws, txn)
     tx.prepare(ws, txn)
