@@ -44,12 +44,16 @@ class ReadPhase(Model):
     ``output_path`` set: the rows are written there as one parquet file (the spark-submit path, where the merge runs
     in another process). Unset: the rows go straight into the merge of the same request, or, with
     :attr:`IngestRequest.keep_read_as`, stay with a long-lived engine for a later merge request.
+
+    ``dataset_schema`` (the dataset's ``SetDataSchema`` bytes, when it has one): a source that leaves its types to
+    inference (no read schema, no preprocess) has its columns cast to the types the dataset already records.
     """
 
     inputs: tuple[IngestInputFile, ...] = lst(item(W.TABLE, "IngestInputFile"), required=True)
     read_step: ReadStep = req(W.UNION, "ReadStep")
     preprocess: Transform | None = opt(W.UNION, "Transform")
     output_path: str | None = opt(W.STR)
+    dataset_schema: bytes | None = opt(W.BYTES)
 
 
 @odf_type
@@ -59,7 +63,8 @@ class MergePhase(Model):
 
     The previous data schema (``prev_schema``: the dataset's ``SetDataSchema`` bytes) is checked against the new
     rows with the one schema-evolution rule of :mod:`odf_core.metadata.schema_evolution`. The Ledger/Snapshot state
-    comes from ``prev_checkpoint_path`` or, failing that, is rebuilt from ``prev_data_paths``.
+    comes from ``prev_checkpoint_path`` or, failing that, is rebuilt from ``prev_data_paths``. ``not_null``: the
+    columns the source's read schema declares NOT NULL (a null among the new rows is an error).
     """
 
     strategy: MergeStrategy = req(W.UNION, "MergeStrategy")
@@ -71,6 +76,7 @@ class MergePhase(Model):
     prev_checkpoint_path: str | None = opt(W.STR)
     prev_data_paths: tuple[str, ...] | None = lst(STR)
     input_path: str | None = opt(W.STR)  # merge-only request: the read phase's output_path
+    not_null: tuple[str, ...] | None = lst(STR)
 
 
 @odf_type

@@ -15,6 +15,13 @@ SQL_CONF: dict[str, str] = {
     "spark.sql.runSQLOnFiles": "false",
 }
 
+#: Added for ingest requests only (read, preprocess, merge): source columns whose names differ only in case stay apart
+#: and resolve exactly, as in the reference implementation's ingest. Transforms and ad-hoc SQL keep Spark's
+#: case-insensitive resolution: existing derivative queries (and ``odf verify`` replaying them) rely on it.
+INGEST_SQL_CONF: dict[str, str] = {
+    "spark.sql.caseSensitive": "true",
+}
+
 #: Driver-level settings for the processes we start (spark-submit, in-process sessions, the engine server).
 DRIVER_CONF: dict[str, str] = {
     **SQL_CONF,

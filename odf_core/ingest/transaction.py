@@ -342,12 +342,13 @@ def _read_phase(state: ChainState, txn: IngestTransaction, files, *, output_path
     return ReadPhase(
         inputs=tuple(IngestInputFile(path=f.path, display_name=f.name or f.path, event_time=f.event_time or txn.time)
                      for f in files),
-        read_step=src.read, preprocess=src.preprocess, output_path=output_path)
+        read_step=src.read, preprocess=src.preprocess, output_path=output_path, dataset_schema=state.schema)
 
 
 def _merge_phase(handle: DatasetHandle, state: ChainState, txn: IngestTransaction, *, input_path: str | None
                  ) -> MergePhase:
-    strategy = _source_steps(state, txn).merge
+    src = _source_steps(state, txn)
+    strategy = src.merge
     prev_checkpoint, prev_data = None, None
     if state.last_checkpoint is not None:
         prev_checkpoint = checkpoint_path(handle.store, state.last_checkpoint, txn.path("inputs"))
@@ -360,7 +361,21 @@ def _merge_phase(handle: DatasetHandle, state: ChainState, txn: IngestTransactio
     return MergePhase(
         strategy=strategy, system_time=txn.time, output_path=txn.path("slice.parquet"),
         new_checkpoint_path=txn.path("checkpoint.parquet"), prev_offset=state.last_offset, prev_schema=state.schema,
-        prev_checkpoint_path=prev_checkpoint, prev_data_paths=prev_data, input_path=input_path)
+        prev_checkpoint_path=prev_checkpoint, prev_data_paths=prev_data, input_path=input_path,
+        not_null=_not_null(state, src.read) or None)
+
+
+def _not_null(state: ChainState, read_step) -> tuple[str, ...]:
+    """Columns the new rows must not hold nulls in: NOT NULL in the read schema or in the dataset's schema."""
+    from odf_core.metadata.arrow_schema import decode_arrow_schema
+    from odf_core.metadata.ddl import not_null_columns
+
+    names = list(not_null_columns(getattr(read_step, "schema", None)))
+    if state.schema:
+        system = (state.vocab.offset_column, state.vocab.operation_type_column, state.vocab.system_time_column)
+        names += [f.name for f in decode_arrow_schema(state.schema)
+                  if not f.nullable and f.name not in system and f.name not in names]
+    return tuple(names)
 
 
 def _request(state: ChainState, txn: IngestTransaction, *, read: ReadPhase | None = None,
@@ -388,16 +403,28 @@ def read(ws: Workspace, txn: IngestTransaction, engine: Engine) -> StepResult:
     """Read the prepared files: into ``read.parquet`` in staging, or kept by a long-lived engine for the merge."""
     state = _handle(ws, txn).state()
     files = read_prepare_manifest(txn.staging_dir)
-    n = 0
+    n, no_columns = 0, False
     with _step(txn, "reading into", ("read.parquet", READ_FILE)):
         if files:
             keep = engine.keeps_reads
             request = _request(state, txn, read=_read_phase(state, txn, files, output_path=None if keep
                                                             else txn.path("read.parquet")), keep=keep)
-            n = run_request(engine, request).read.num_records or 0
-        atomic_write_text(txn.path(READ_FILE), json.dumps({"numRecords": n, "files": len(files)}))
+            outcome = run_request(engine, request).read
+            n = outcome.num_records or 0
+            # Only empty files without a read schema: no columns, no read.parquet; the merge has nothing to do.
+            no_columns = not outcome.columns
+        atomic_write_text(txn.path(READ_FILE), json.dumps({"numRecords": n, "files": len(files),
+                                                           "noColumns": no_columns}))
     log.info("read %d record(s)", n)
     return StepResult(num_records=n)
+
+
+def _read_had_no_columns(txn: IngestTransaction) -> bool:
+    try:
+        with open(txn.path(READ_FILE), encoding="utf-8") as f:
+            return bool(json.load(f).get("noColumns"))
+    except (OSError, ValueError):
+        return False
 
 
 def merge(ws: Workspace, txn: IngestTransaction, engine: Engine, *, with_read: bool = False) -> StepResult:
@@ -417,14 +444,17 @@ def _merge(ws: Workspace, txn: IngestTransaction, engine: Engine, with_read: boo
         if with_read or engine.keeps_reads:
             request = _request(state, txn, read=_read_phase(state, txn, files, output_path=None),
                                merge=_merge_phase(handle, state, txn, input_path=None), keep=engine.keeps_reads)
+        elif _read_had_no_columns(txn):
+            request = None
         else:
             if not os.path.exists(txn.path("read.parquet")):
                 raise IngestError(f"transaction {txn.txn_id}: the read step's output is missing: run read again")
             request = _request(state, txn, merge=_merge_phase(handle, state, txn, input_path=txn.path("read.parquet")))
-        response = run_request(engine, request)
-        outcome = response.merge or outcome
-        if response.read_reused:
-            log.info("used the rows the engine kept from the read step")
+        if request is not None:
+            response = run_request(engine, request)
+            outcome = response.merge or outcome
+            if response.read_reused:
+                log.info("used the rows the engine kept from the read step")
     atomic_write_text(txn.path(MERGE_FILE), json.dumps(to_data(outcome)))
     iv = outcome.offset_interval
     result = StepResult(num_records=outcome.num_records,

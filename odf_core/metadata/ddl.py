@@ -6,11 +6,16 @@ language Spark's own one accepts there: the ingest job joins the entries with ``
 ``StructType.fromDDL``, which takes ``name TYPE [NOT NULL] [COMMENT 'text']`` columns (also ``name: TYPE``). A spark
 test feeds the same strings to Spark and both must agree.
 
+One extension of Spark's language, for schemas written for the reference implementation (whose DDL is generic SQL):
+a column name may be a double-quoted identifier (``"City Name" STRING``); :func:`spark_ddl` rewrites such names into
+Spark's backticks before the engine parses the text.
+
 Stricter than Spark's parser, on purpose (each would only fail later, or silently do something else):
 
 * a ``--`` comment: the entries are joined into one line, so it would swallow every column after it;
 * an empty entry: joined, it leaves a dangling comma;
-* an empty or duplicate (case-insensitive) column name: the readers refuse it when the job runs;
+* an empty or duplicate column name (names are case-sensitive, as ingest resolves them): the readers refuse it when
+  the job runs;
 * an entry that is a bare type (``INT``): Spark's parser reads it as a type, not as a column.
 
 Not checked: whether a ``COLLATE`` name exists (Spark's list depends on its ICU locales).
@@ -22,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["Column", "DdlError", "parse_columns", "schema_problems", "TYPE_NAMES"]
+__all__ = ["Column", "DdlError", "not_null_columns", "parse_columns", "schema_problems", "spark_ddl", "TYPE_NAMES"]
 
 # Type names (and synonyms) → Spark's spelling in ``DataType.simpleString()``.
 _SIMPLE = {
@@ -163,6 +168,7 @@ class _Parser:
         self.text = text
         self.toks = _tokens(text)
         self.i = 0
+        self.double_quoted: list[_Tok] = []  # names written as "identifiers" (rewritten by spark_ddl)
 
     # -- helpers ---------------------------------------------------------------------------------------------------
 
@@ -236,6 +242,9 @@ class _Parser:
             raise self.fail("expected a column name")
         if t.kind == "quoted":
             name = t.text
+        elif t.kind == "string" and t.raw.startswith('"'):
+            name = t.text
+            self.double_quoted.append(t)
         elif t.kind == "word":
             if _NUMERIC.fullmatch(t.raw):
                 raise DdlError(f"{t.raw!r} is a number, not a name (quote it in backticks)", t.pos)
@@ -407,6 +416,35 @@ def parse_columns(text: str) -> list[Column]:
     return _Parser(text).columns()
 
 
+def spark_ddl(text: str) -> str:
+    """``text`` with double-quoted column names rewritten as Spark's backtick-quoted ones (``"a b" INT`` ->
+    ```a b` INT``); text without double quotes, or that does not parse, is returned as it is (Spark reports)."""
+    if '"' not in text:
+        return text
+    parser = _Parser(text)
+    try:
+        parser.columns()
+    except DdlError:
+        return text
+    out, last = [], 0
+    for tok in parser.double_quoted:
+        out.append(text[last:tok.pos])
+        out.append("`" + tok.text.replace("`", "``") + "`")
+        last = tok.pos + len(tok.raw)
+    return "".join(out) + text[last:]
+
+
+def not_null_columns(entries: Sequence[str] | None) -> tuple[str, ...]:
+    """The top-level columns a read schema declares NOT NULL (none when it has no schema or does not parse)."""
+    out: list[str] = []
+    for entry in entries or ():
+        try:
+            out += [c.name for c in parse_columns(entry) if c.not_null]
+        except DdlError:
+            return ()
+    return tuple(out)
+
+
 def schema_problems(entries: Sequence[str]) -> list[tuple[int, str]]:
     """``(entry index, problem)`` for each entry of a ReadStep ``schema`` that Spark would refuse or that repeats a
     column name of an earlier entry; empty when the schema is fine."""
@@ -421,7 +459,7 @@ def schema_problems(entries: Sequence[str]) -> list[tuple[int, str]]:
         for c in cols:
             if not c.name:
                 problems.append((i, "a column name must not be empty"))
-            elif c.name.lower() in seen:
-                problems.append((i, f"duplicate column name {c.name!r} (names are case-insensitive)"))
-            seen.add(c.name.lower())
+            elif c.name in seen:
+                problems.append((i, f"duplicate column name {c.name!r}"))
+            seen.add(c.name)
     return problems

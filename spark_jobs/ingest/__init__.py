@@ -12,6 +12,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
+from odf_core.engine.spark_conf import INGEST_SQL_CONF
 from odf_core.engine.protocol import (
     IngestInputFile,
     IngestRequest,
@@ -53,6 +54,8 @@ def execute_ingest(spark: SparkSession, request: IngestRequest, kept: KeptReads 
     """Run the request's phases in a child session of ``spark``; never raises."""
     sources: list[SourceInfo] = []
     session = request_session(spark)
+    for k, v in INGEST_SQL_CONF.items():
+        session.conf.set(k, v)
     work = WorkDir(request.work_dir)
     try:
         return _execute(session, request, work, sources, kept)
@@ -92,6 +95,8 @@ def _execute(spark: SparkSession, request: IngestRequest, work: WorkDir, sources
     if read_phase is not None:
         frame = build_read_frame(spark, read_phase, vocab, work)
         sources.extend(frame.sources)
+        if frame.df is None:  # every input was an empty file without a read schema: nothing to read or merge
+            return _nothing_read(read_phase, merge_phase)
         columns = _columns(frame.df.schema)
         if merge_phase is None and kept is not None and request.keep_read_as and read_phase.output_path is None:
             item = _keep(spark, frame.df, read_phase.inputs, frame.sources, request, work)
@@ -122,6 +127,13 @@ def _execute(spark: SparkSession, request: IngestRequest, work: WorkDir, sources
             rows = merge_input.rows_read
             read_out = read_out.replace(num_records=merge_out.num_records if rows is None else rows)
     return IngestResponseSuccess(read=read_out, merge=merge_out)
+
+
+def _nothing_read(read_phase: Any, merge_phase: Any) -> IngestResponse:
+    """No rows and no columns: no read output is written and the merge adds nothing (the coordinator then commits
+    only the new source state)."""
+    return IngestResponseSuccess(read=ReadOutcome(num_records=0, columns=()),
+                                 merge=MergeOutcome(num_records=0) if merge_phase is not None else None)
 
 
 def _keep(spark: SparkSession, df: Any, inputs: tuple[IngestInputFile, ...], sources: list[SourceInfo],

@@ -2,13 +2,15 @@
 
 When Spark's FAILFAST parse of a file fails (``FAILED_READ_FILE`` naming the file), the file is read again
 permissively to find the first bad record, its line (or record) number and, for CSV, the column and value that do
-not fit.
+not fit. A value that a checked cast (:mod:`spark_jobs.ingest.coerce`) refused is looked up in the JSON lines Spark
+read to name its line (or record) as well.
 """
 from __future__ import annotations
 
 import csv
 import json
 import os
+import re
 from typing import Any, Sequence
 
 from pyspark.sql import SparkSession
@@ -90,11 +92,42 @@ def diagnose_parse_failure(spark: SparkSession, src: SourceInfo, cause: str) -> 
     return InvalidInput(f"cannot read {src.display_path}: {where}{detail or cause}", file=src.display_path, **kw)
 
 
+_CAST_CHECK = re.compile(
+    r"cannot read (?P<file>.+?): column '(?P<col>.+?)': value '(?P<value>.*)' is not a valid (?P<type>.+)", re.DOTALL)
+
+
+def _as_text(value: Any) -> str:
+    """A JSON value as Spark reads it into a STRING column: text as is, anything else as compact JSON."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def locate_cast_failure(check: str, sources: Sequence[SourceInfo]) -> InvalidInput | None:
+    """The line (or record) of a JSON source whose value a checked cast refused; None when it cannot be found."""
+    m = _CAST_CHECK.fullmatch(check)
+    src = next((s for s in sources if m and s.display_path == m["file"] and s.fmt == "json"), None)
+    if src is None:
+        return None
+    try:
+        with open(src.spark_path, encoding=src.encoding, errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and rec.get(m["col"]) is not None and _as_text(rec[m["col"]]) == m["value"]:
+                    return InvalidInput(f"cannot read {m['file']}: {src.numbering} {n}: column '{m['col']}': value "
+                                        f"'{m['value']}' is not a valid {m['type']}", file=m["file"],
+                                        **{src.numbering: n})
+    except OSError:
+        pass
+    return None
+
+
 def explain_failure(spark: SparkSession, exc: BaseException, sources: Sequence[SourceInfo]) -> InvalidInput | None:
     """A Spark failure caused by the data or the user's SQL -> InvalidInput; anything else -> None (internal)."""
     check = engine_check(exc)
     if check is not None:
-        return InvalidInput(check)
+        return locate_cast_failure(check, sources) or InvalidInput(check)
     failing = failed_file(exc)
     if failing is not None:
         for src in sources:

@@ -1,12 +1,18 @@
 """The read phase: every prepared file read, preprocessed and given its event time, unioned by column name.
 
 Per input file the read step runs, then the preprocess query (over a temp view named ``input``; aliased steps become
-views of their own, the step without alias is the result), then the event time is filled in from the source's time
-where the data has none. The hidden boolean column ``__odf_event_time_from_source`` remembers where that happened:
+views of their own, the step without alias is the result) or, for a source without read schema and preprocess query,
+the inference rules of :mod:`spark_jobs.ingest.infer`; then the event time is filled in from the source's time where
+the data has none. The hidden boolean column ``__odf_event_time_from_source`` remembers where that happened:
 Snapshot must not count a filled-in time as a change of the row.
+
+An empty file is no rows of the read schema; without a read schema it is nothing at all (as in the reference
+implementation): it is skipped, and when every input is, the read has no frame and the transaction commits only its
+new source state.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -17,7 +23,8 @@ from odf_core.engine.protocol import ReadPhase
 from odf_core.metadata import DatasetVocabulary, TransformSql
 from spark_jobs.columns import col, is_timestamp, normalize_timestamps, type_ddl
 from spark_jobs.errors import InvalidInput, is_user_error, user_message
-from spark_jobs.ingest.readers import SourceInfo, WorkDir, read_input
+from spark_jobs.ingest import infer
+from spark_jobs.ingest.readers import SourceInfo, WorkDir, read_input, schema_of
 
 ET_FILLED = "__odf_event_time_from_source"
 ROW_ID = "__odf_row_id"
@@ -26,12 +33,8 @@ HIDDEN = (ROW_ID, ET_FILLED)
 
 @dataclass
 class ReadFrame:
-    df: DataFrame  # event time + data columns (+ hidden columns), lazy
+    df: DataFrame | None  # event time + data columns (+ hidden columns), lazy; None: every input was empty
     sources: list[SourceInfo]
-
-    @property
-    def columns(self) -> list[str]:
-        return [c for c in self.df.columns if c not in HIDDEN]
 
 
 def apply_preprocess(spark: SparkSession, df: DataFrame, transform: TransformSql, file: str) -> DataFrame:
@@ -83,17 +86,33 @@ def apply_event_time(df: DataFrame, column: str, fallback_ms: int | None, file: 
     return df.withColumn(ET_FILLED, col(column).isNull()).withColumn(column, F.coalesce(col(column), fill))
 
 
+def _is_empty(path: str) -> bool:
+    return os.path.isfile(path) and os.path.getsize(path) == 0
+
+
 def build_read_frame(spark: SparkSession, phase: ReadPhase, vocab: DatasetVocabulary, work: WorkDir) -> ReadFrame:
     """All inputs read, preprocessed and event-timed (lazily), unioned by name in input order."""
     frames, sources = [], []
+    schema = schema_of(phase.read_step)
+    inferred = infer.applies(phase.read_step, phase.preprocess)
     for inp in phase.inputs:
-        df, src = read_input(spark, phase.read_step, inp, work)
+        if _is_empty(inp.path):
+            if schema is None:
+                continue
+            df = spark.createDataFrame([], schema)
+            src = SourceInfo(inp.display_name, inp.path, "other")
+        else:
+            df, src = read_input(spark, phase.read_step, inp, work)
         sources.append(src)
         if phase.preprocess is not None:
             df = apply_preprocess(spark, df, phase.preprocess, inp.display_name)
+        elif inferred:
+            df = infer.apply_inference_rules(df, vocab, phase.dataset_schema, inp.display_name)
         df = normalize_timestamps(df)
         fallback = inp.event_time.millis if inp.event_time is not None else None
         frames.append(apply_event_time(df, vocab.event_time, fallback, inp.display_name))
+    if not frames:
+        return ReadFrame(None, sources)
     result = frames[0]
     for df, src in zip(frames[1:], sources[1:]):
         if sorted(df.columns) != sorted(result.columns):

@@ -7,7 +7,7 @@ the driver, because they follow the global row order the merge fixed. No rows: n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from odf_core.errors import SchemaEvolutionError
 from odf_core.metadata import DatasetVocabulary
@@ -32,14 +32,15 @@ class SliceStats:
     checkpoint_written: bool
 
 
-def slice_schema(vocab: DatasetVocabulary, data_fields: Sequence[Any]) -> Any:
-    """The Arrow schema of a slice: system columns, then the event time and data columns (timestamps ms, UTC)."""
+def slice_schema(vocab: DatasetVocabulary, data_fields: Sequence[Any], required: Collection[str] = ()) -> Any:
+    """The Arrow schema of a slice: system columns, then the event time and data columns (timestamps ms, UTC); the
+    ``required`` ones not null (see :func:`spark_jobs.ingest.merge.required_columns`)."""
     import pyarrow as pa
 
     ts = pa.timestamp("ms", tz="UTC")
     return pa.schema([pa.field(vocab.offset, pa.int64(), nullable=False), pa.field(vocab.op, pa.int32(), nullable=False),
                       pa.field(vocab.system_time, ts, nullable=False)]
-                     + [pa.field(f.name, ms_utc(f.type)) for f in data_fields])
+                     + [pa.field(f.name, ms_utc(f.type), nullable=f.name not in required) for f in data_fields])
 
 
 def check_evolution(prev_schema: bytes | None, schema: Any) -> None:
@@ -59,13 +60,13 @@ class SliceWriter:
     """Numbers ordered rows from ``offset_start``, stamps the system time and writes the ODF slice file."""
 
     def __init__(self, output_path: str, data_fields: Sequence[Any], *, vocab: DatasetVocabulary,
-                 offset_start: int, system_time_ms: int):
+                 offset_start: int, system_time_ms: int, required: Collection[str] = ()):
         import pyarrow as pa
 
         self.vocab, self.next_offset, self.max_et = vocab, offset_start, None
         self.ts_type = pa.timestamp("ms", tz="UTC")
         self.system_time_ms = system_time_ms
-        self.schema = slice_schema(vocab, data_fields)
+        self.schema = slice_schema(vocab, data_fields, required)
         self.data_fields = list(self.schema)[3:]
         self._out = BufferedParquetWriter(output_path, self.schema, (vocab.op, vocab.system_time))
 
@@ -130,7 +131,8 @@ def finish(out: SliceWriter, ckpt: BufferedParquetWriter | None) -> SliceStats:
 
 
 def combine_slice(part_files: Sequence[str], output_path: str, *, vocab: DatasetVocabulary, offset_start: int,
-                  system_time_ms: int, checkpoint: CheckpointPlan | None, keep: Any = None) -> SliceStats:
+                  system_time_ms: int, checkpoint: CheckpointPlan | None, keep: Any = None,
+                  required: Collection[str] = ()) -> SliceStats:
     """Turn Spark's ordered part files ``[dest] [op] event_time, data...`` into the ODF slice (and checkpoint).
 
     One streaming pass. Rows with ``__odf_dest == 1`` are Snapshot state rows for the checkpoint; ``keep`` (a numpy
@@ -148,7 +150,7 @@ def combine_slice(part_files: Sequence[str], output_path: str, *, vocab: Dataset
     out = ckpt = None
     try:
         out = SliceWriter(output_path, data_fields, vocab=vocab, offset_start=offset_start,
-                          system_time_ms=system_time_ms)
+                          system_time_ms=system_time_ms, required=required)
         if checkpoint is not None:
             ckpt = checkpoint_writer(checkpoint, out, spark_fields)
             for t in list(checkpoint.prefix_tables) + list(iter_tables(checkpoint.prefix_files, ckpt.schema.names)):
@@ -196,13 +198,13 @@ def combine_plain(part_files: Sequence[str], output_path: str) -> int:
 
 def write_slice(output_path: str, vocab: DatasetVocabulary, table: Any, op: Any = None, *, offset_start: int,
                 system_time_ms: int, spark_fields: dict[str, Any], checkpoint: CheckpointPlan | None = None,
-                state: Any = None) -> SliceStats:
+                state: Any = None, required: Collection[str] = ()) -> SliceStats:
     """Write an in-memory slice (event time + data columns, in final order) and its checkpoint: the Snapshot
     ``state``, or for Ledger the earlier keys (``checkpoint.prefix_tables``) followed by the keys of this slice."""
     out = ckpt = None
     try:
         out = SliceWriter(output_path, list(table.schema), vocab=vocab, offset_start=offset_start,
-                          system_time_ms=system_time_ms)
+                          system_time_ms=system_time_ms, required=required)
         written = out.write(table, op)
         if checkpoint is not None and checkpoint.path:
             ckpt = checkpoint_writer(checkpoint, out, spark_fields)

@@ -68,7 +68,7 @@ def test_csv_without_schema_reads_strings_and_infer_schema_infers(spark, tmp_pat
     assert resp["read"]["schema"] == ["event_time TIMESTAMP", "_c0 STRING", "_c1 STRING", "_c2 STRING"]
     assert rows[0] == {"event_time": utc(2024, 5, 5), "_c0": "1", "_c1": "2.5", "_c2": "x"}
     resp, _ = run_read(spark, tmp_path, {"kind": "Csv", "inferSchema": True}, [f], event_time=ET)
-    assert resp["read"]["schema"] == ["event_time TIMESTAMP", "_c0 INT", "_c1 DOUBLE", "_c2 STRING"]
+    assert resp["read"]["schema"] == ["event_time TIMESTAMP", "_c0 BIGINT", "_c1 DOUBLE", "_c2 STRING"]
 
 
 def test_csv_value_not_fitting_schema_names_file_line_value_and_column(spark, tmp_path):
@@ -262,9 +262,9 @@ def test_shapefile_zip_points_with_attributes(spark, tmp_path):
                                       "FOUNDED DATE", "CAPITAL BOOLEAN", "geometry STRING"]
     assert [{k: v for k, v in r.items() if k != "event_time"} for r in rows] == [
         {"NAME": "Alpha", "POP": 100, "AREA": 1.5, "FOUNDED": date(1999, 1, 2), "CAPITAL": True,
-         "geometry": '{"type":"Point","coordinates":[1.0,2.0]}'},
+         "geometry": '{"coordinates":[1.0,2.0],"type":"Point"}'},
         {"NAME": "Beta", "POP": None, "AREA": 2.25, "FOUNDED": None, "CAPITAL": False,
-         "geometry": '{"type":"Point","coordinates":[3.5,-4.25]}'},
+         "geometry": '{"coordinates":[3.5,-4.25],"type":"Point"}'},
         {"NAME": "Gamma", "POP": 3, "AREA": None, "FOUNDED": date(2000, 1, 1), "CAPITAL": None, "geometry": None}]
 
 
@@ -282,7 +282,8 @@ def test_shapefile_polygons_polylines_sub_path_and_schema(spark, tmp_path):
     assert resp["status"] == "Success", resp
     assert [r["ID"] for r in rows] == ["1", "2"]
     as_lists = lambda ring: [list(map(float, p)) for p in ring]  # noqa: E731
-    assert geom(rows[0]["geometry"]) == {"type": "Polygon", "coordinates": [as_lists(outer), as_lists(hole)]}
+    # a polygon shape is always a MultiPolygon (as the reference implementation writes it)
+    assert geom(rows[0]["geometry"]) == {"type": "MultiPolygon", "coordinates": [[as_lists(outer), as_lists(hole)]]}
     assert geom(rows[1]["geometry"]) == {"type": "MultiPolygon",
                                          "coordinates": [[as_lists(outer)], [as_lists(far)]]}
 
@@ -298,7 +299,7 @@ def test_shapefile_polygons_polylines_sub_path_and_schema(spark, tmp_path):
     pz = write_shapefile_zip(tmp_path / "pz.zip", "pz", 11, [(1.0, 2.0, 3.5)], [("ID", "N", 4, 0)], [[1]])
     _, rows = run_read(spark, tmp_path, {"kind": "EsriShapefile"}, [zz, pz], event_time=ET)
     assert [geom(r["geometry"]) for r in rows] == [  # Z is kept
-        {"type": "Polygon", "coordinates": [[[0.0, 0.0, 7.0], [0.0, 1.0, 8.0], [1.0, 1.0, 9.0], [0.0, 0.0, 7.0]]]},
+        {"type": "MultiPolygon", "coordinates": [[[[0.0, 0.0, 7.0], [0.0, 1.0, 8.0], [1.0, 1.0, 9.0], [0.0, 0.0, 7.0]]]]},
         {"type": "Point", "coordinates": [1.0, 2.0, 3.5]}]
 
 

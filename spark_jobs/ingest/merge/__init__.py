@@ -79,6 +79,7 @@ class MergeContext:
     vocab: DatasetVocabulary
     work: WorkDir
     cols: list[str]  # event time first, then the data columns
+    required: frozenset[str] = frozenset()  # columns the slice declares not null
 
     @property
     def pk(self) -> list[str]:
@@ -215,6 +216,45 @@ def prepare_merge_input(df: DataFrame, vocab: DatasetVocabulary, phase: MergePha
     return (df if normalized else normalize_timestamps(df)), data
 
 
+def required_columns(phase: MergePhase, vocab: DatasetVocabulary, cols: Sequence[str],
+                     event_time_nulls: int) -> frozenset[str]:
+    """The data columns the slice declares not null, as the reference implementation does: the first slice its event
+    time (unless the data left some unset: a source without a time of its own) and the read schema's NOT NULL
+    columns; later ones follow the dataset's schema, plus new NOT NULL columns.
+
+    A dataset's schema keeps the nullability it was first given (nullability changes make no new SetDataSchema)."""
+    declared = set(phase.not_null or ())
+    if phase.prev_schema:
+        from odf_core.metadata.arrow_schema import decode_arrow_schema
+
+        prev = decode_arrow_schema(phase.prev_schema)
+        known = {f.name for f in prev}
+        required = {f.name for f in prev if not f.nullable} | {c for c in declared if c not in known}
+    else:
+        required = declared | ({vocab.event_time} if event_time_nulls == 0 else set())
+    return frozenset(c for c in cols if c in required)
+
+
+def null_counts(inp: MergeInput, columns: Sequence[str]) -> dict[str, int]:
+    """Nulls per column: one aggregation over those columns only, or Arrow's counts when the rows are on the driver."""
+    names = [c for c in dict.fromkeys(columns)
+             if c in (inp.arrow.column_names if inp.arrow is not None else inp.df.columns)]
+    if not names:
+        return {}
+    if inp.arrow is not None:
+        return {c: inp.arrow.column(c).null_count for c in names}
+    row = inp.df.agg(*[F.count(F.when(col(c).isNull(), 1)).alias(f"__n{i}") for i, c in enumerate(names)]).collect()[0]
+    return {c: row[f"__n{i}"] for i, c in enumerate(names)}
+
+
+def check_not_null(counts: dict[str, int], columns: Sequence[str]) -> None:
+    """Refuse the input when a column declared NOT NULL holds nulls, naming each such column and its null count."""
+    bad = [f"column '{c}' has {counts[c]} null value(s)" for c in dict.fromkeys(columns) if counts.get(c)]
+    if bad:
+        raise InvalidInput(f"{'; '.join(bad)}, but the source's read schema or the dataset's schema declares it NOT "
+                           "NULL")
+
+
 def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: DatasetVocabulary,
               work: WorkDir) -> MergeOutcome:
     """Merge the new rows into a slice file (and checkpoint) with the phase's strategy."""
@@ -222,10 +262,16 @@ def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: Da
 
     df, cols = prepare_merge_input(inp.df, vocab, phase, inp.normalized)
     inp.df, inp.normalized = df, True
+    not_null = list(phase.not_null or ())
+    # The first slice declares its event time not null when it has no nulls: counted in the same pass.
+    counted = not_null + ([vocab.event_time] if not phase.prev_schema and vocab.event_time not in not_null else [])
+    counts = null_counts(inp, counted) if counted else {}
+    check_not_null(counts, not_null)
     # Before any data is read: the new columns against the dataset's schema, by the chain's own rule.
     check_evolution(phase.prev_schema, slice_schema(vocab, list(to_arrow_schema(
         StructType([df.schema[c] for c in cols]), timezone="UTC"))))
-    ctx = MergeContext(spark, phase, vocab, work, cols)
+    ctx = MergeContext(spark, phase, vocab, work, cols,
+                       required_columns(phase, vocab, cols, counts.get(vocab.event_time, 0)))
     kind = strategy_kind(phase.strategy)
     strategy = {"Append": append.merge, "Ledger": ledger.merge, "Snapshot": snapshot.merge}[kind]
     stats: SliceStats = strategy(ctx, inp)

@@ -95,7 +95,7 @@ def merge(ctx: MergeContext, inp: MergeInput) -> SliceStats:
             table = table.filter(pa.array(keep))
         return write_slice(ctx.phase.output_path, ctx.vocab, table, offset_start=ctx.offset_start,
                            system_time_ms=ctx.system_time_ms, spark_fields=spark_fields_of_schema(inp.df.schema),
-                           checkpoint=_checkpoint(ctx, distinct_seen))
+                           checkpoint=_checkpoint(ctx, distinct_seen), required=ctx.required)
     # Spark plan: the rows written in event-time order first, as Append writes them; then which rows survive.
     parts = write_in_event_time_order(ctx, inp.df.select(*[col(c) for c in ctx.cols]), "ledger-input")
     inp.rows_read = count_rows(parts)
@@ -108,7 +108,7 @@ def merge(ctx: MergeContext, inp: MergeInput) -> SliceStats:
     else:
         parts, checkpoint = _spark_plan(ctx, parts, seen)
     return combine_slice(parts, ctx.phase.output_path, vocab=ctx.vocab, offset_start=ctx.offset_start,
-                         system_time_ms=ctx.system_time_ms, checkpoint=checkpoint, keep=keep)
+                         system_time_ms=ctx.system_time_ms, checkpoint=checkpoint, keep=keep, required=ctx.required)
 
 
 def _spark_plan(ctx: MergeContext, parts: list[str], seen: SeenKeys) -> tuple[list[str], CheckpointPlan]:

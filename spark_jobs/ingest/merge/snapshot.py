@@ -69,7 +69,7 @@ def merge(ctx: MergeContext, inp: MergeInput) -> SliceStats:
         return _collect_plan(ctx, inp, state, state_path)
     parts = _spark_plan(ctx, inp, state, state_bytes)
     return combine_slice(parts, ctx.phase.output_path, vocab=ctx.vocab, offset_start=ctx.offset_start,
-                         system_time_ms=ctx.system_time_ms,
+                         system_time_ms=ctx.system_time_ms, required=ctx.required,
                          checkpoint=CheckpointPlan(ctx.phase.new_checkpoint_path, ctx.phase.strategy))
 
 
@@ -88,7 +88,7 @@ def _collect_plan(ctx: MergeContext, inp: MergeInput, state_df: DataFrame | None
         state = None
     changes = snapshot_changes(new, state, ctx.pk, _compare_columns(ctx), filled, ctx.vocab.op, ctx.vocab.event_time)
     return write_slice(ctx.phase.output_path, ctx.vocab, changes.out.select(ctx.cols), changes.out.column(ctx.vocab.op),
-                       offset_start=ctx.offset_start, system_time_ms=ctx.system_time_ms,
+                       offset_start=ctx.offset_start, required=ctx.required, system_time_ms=ctx.system_time_ms,
                        spark_fields=spark_fields_of_schema(inp.df.schema),
                        checkpoint=CheckpointPlan(ctx.phase.new_checkpoint_path, ctx.phase.strategy),
                        state=changes.state)

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from odf_core.engine.protocol import IngestInputFile
+from odf_core.metadata.ddl import spark_ddl
 from spark_jobs.columns import parse_ddl
 from spark_jobs.errors import InvalidInput
 
@@ -66,9 +67,9 @@ def reader(step_type: type) -> Callable[[Reader], Reader]:
 
 
 def schema_of(step: Any) -> StructType | None:
-    """The step's DDL schema (``schema: ["a INT", ...]``), parsed by Spark."""
+    """The step's DDL schema (``schema: ["a INT", ...]``), parsed by Spark (double-quoted names made Spark's)."""
     cols = getattr(step, "schema", None)
-    return parse_ddl(", ".join(cols), "readStep.schema") if cols else None
+    return parse_ddl(", ".join(spark_ddl(c) for c in cols), "readStep.schema") if cols else None
 
 
 def encoding_of(name: str | None) -> str:

@@ -11,9 +11,11 @@ import csv
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import IntegerType, LongType
 
 from odf_core.engine.protocol import IngestInputFile
 from odf_core.metadata import ReadStepCsv
+from spark_jobs.columns import col
 from spark_jobs.errors import InvalidInput
 from spark_jobs.ingest.readers import (
     SourceInfo,
@@ -49,7 +51,13 @@ def read_csv(spark: SparkSession, step: ReadStepCsv, inp: IngestInputFile, work:
     if schema is not None:
         read = read.schema(schema)
     df = read.csv(inp.path)
-    return df, SourceInfo(inp.display_name, inp.path, "csv", opts, df.schema, encoding)
+    info = SourceInfo(inp.display_name, inp.path, "csv", opts, df.schema, encoding)
+    if schema is None and step.infer_schema:
+        # Whole numbers inferred as 64-bit, as the reference implementation does: Spark picks INT when the values
+        # seen fit it, and the next file's larger numbers would then change the column's type.
+        df = df.select(*[col(f.name).cast(LongType()).alias(f.name) if isinstance(f.dataType, IntegerType)
+                         else col(f.name) for f in df.schema.fields])
+    return df, info
 
 
 def check_header(inp: IngestInputFile, encoding: str, opts: dict[str, str], columns: int) -> None:

@@ -40,7 +40,8 @@ def feature_record(feat: Any, where: str) -> tuple[dict[str, Any], str]:
         return {}, f"{where}: a property named '{GEOMETRY}' clashes with the geometry column"
     geom = feat.get(GEOMETRY)
     rec = dict(props)
-    rec[GEOMETRY] = dump(geom) if geom is not None else None
+    # Keys sorted, as the reference implementation writes geometry text: the same feature gives the same text.
+    rec[GEOMETRY] = dump(geom, sort_keys=True) if geom is not None else None
     return rec, ""
 
 
@@ -62,7 +63,7 @@ def read_geojson(spark: SparkSession, step: ReadStepGeoJson, inp: IngestInputFil
 
     tmp = work.path("features.ndjson")
     order = records_to_ndjson(records(), tmp, trailing=(GEOMETRY,))
-    df = read_ndjson_file(spark, tmp, geo_schema(step), {}, order)
+    df = read_ndjson_file(spark, tmp, geo_schema(step), {}, order, inp.display_name)
     return df, SourceInfo(inp.display_name, tmp, "json", {}, df.schema, "utf-8", "record")
 
 
@@ -91,5 +92,5 @@ def read_ndgeojson(spark: SparkSession, step: ReadStepNdGeoJson, inp: IngestInpu
     tmp = work.path("features.ndjson")
     write_ndjson(tmp, lines())
     keys = [k for k in order if k != GEOMETRY] + ([GEOMETRY] if GEOMETRY in order else [])
-    df = read_ndjson_file(spark, tmp, geo_schema(step), {}, keys)
+    df = read_ndjson_file(spark, tmp, geo_schema(step), {}, keys, inp.display_name)
     return df, SourceInfo(inp.display_name, tmp, "json", {}, df.schema, "utf-8", "line")

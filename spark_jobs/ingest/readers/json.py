@@ -6,12 +6,24 @@ import json
 from typing import Any, Iterable, Iterator, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    ByteType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from odf_core.engine.protocol import IngestInputFile
 from odf_core.metadata import ReadStepJson, ReadStepNdJson
 from spark_jobs.columns import col
 from spark_jobs.errors import InvalidInput
+from spark_jobs.ingest.coerce import checked_cast
 from spark_jobs.ingest.readers import (
     SourceInfo,
     WorkDir,
@@ -23,12 +35,25 @@ from spark_jobs.ingest.readers import (
 )
 
 
+_NUMERIC = (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType)
+
+
 def read_ndjson_file(spark: SparkSession, path: str, schema: StructType | None, opts: dict[str, str],
-                     key_order: Sequence[str] = ()) -> DataFrame:
-    """Spark's JSON reader in FAILFAST mode; an inferred schema keeps the keys in order of first appearance."""
+                     key_order: Sequence[str] = (), display: str | None = None) -> DataFrame:
+    """Spark's JSON reader in FAILFAST mode; an inferred schema keeps the keys in order of first appearance.
+
+    With a schema, top-level numeric columns are read as text and then cast (as the reference implementation does):
+    a quoted number (``"7"``) fits a BIGINT column; a value that is no number fails naming the column and value."""
     read = spark.read.options(mode="FAILFAST", **opts)
     if schema is not None:
-        return read.schema(schema).json(path)
+        numeric = [f.name for f in schema.fields if isinstance(f.dataType, _NUMERIC)]
+        if not numeric:
+            return read.schema(schema).json(path)
+        relaxed = StructType([StructField(f.name, StringType(), f.nullable, f.metadata) if f.name in numeric else f
+                              for f in schema.fields])
+        df = read.schema(relaxed).json(path)
+        return df.select(*[checked_cast(col(f.name), f.name, f.dataType, display or path).alias(f.name)
+                           if f.name in numeric else col(f.name) for f in schema.fields])
     df = read.json(path)
     # Spark sorts inferred JSON fields by name; restore the order in which keys first appear in the data.
     ordered = [k for k in key_order if k in df.columns]
@@ -54,8 +79,8 @@ def sample_key_order(path: str, encoding: str, max_lines: int = 1000) -> list[st
     return list(order)
 
 
-def dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+def dump(value: Any, sort_keys: bool = False) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, sort_keys=sort_keys)
 
 
 def write_ndjson(path: str, lines: Iterable[str]) -> None:
@@ -100,7 +125,8 @@ def read_ndjson(spark: SparkSession, step: ReadStepNdJson, inp: IngestInputFile,
     if enc != "utf-8":
         opts.update(encoding=enc, lineSep="\n")
     schema = schema_of(step)
-    df = read_ndjson_file(spark, inp.path, schema, opts, () if schema is not None else sample_key_order(inp.path, enc))
+    df = read_ndjson_file(spark, inp.path, schema, opts, () if schema is not None else sample_key_order(inp.path, enc),
+                          inp.display_name)
     return df, SourceInfo(inp.display_name, inp.path, "json", opts, df.schema, enc)
 
 
@@ -130,5 +156,5 @@ def read_json(spark: SparkSession, step: ReadStepJson, inp: IngestInputFile, wor
     tmp = work.path("records.ndjson")
     order = records_to_ndjson(records(), tmp)
     opts = time_format_options(step)
-    df = read_ndjson_file(spark, tmp, schema_of(step), opts, order)
+    df = read_ndjson_file(spark, tmp, schema_of(step), opts, order, inp.display_name)
     return df, SourceInfo(inp.display_name, tmp, "json", opts, df.schema, "utf-8", "record")

@@ -20,7 +20,7 @@ from pyspark.sql.types import BooleanType, DataType, DateType, DoubleType, LongT
 from odf_core.engine.protocol import IngestInputFile
 from odf_core.metadata import ReadStepEsriShapefile
 from spark_jobs.errors import InvalidInput
-from spark_jobs.ingest.readers import SourceInfo, WorkDir, reader
+from spark_jobs.ingest.readers import SourceInfo, WorkDir, reader, schema_of
 from spark_jobs.ingest.readers.geojson import GEOMETRY, geo_schema
 from spark_jobs.ingest.readers.json import dump, read_ndjson_file, write_ndjson
 
@@ -112,9 +112,8 @@ def geometry(shape: Any) -> dict[str, Any] | None:
         return {"type": "LineString", "coordinates": chunks[0]} if len(chunks) == 1 else \
             {"type": "MultiLineString", "coordinates": chunks}
     if t in (pyshp.POLYGON, pyshp.POLYGONZ, pyshp.POLYGONM):
-        polys = pyshp.organize_polygon_rings(chunks)
-        return {"type": "Polygon", "coordinates": polys[0]} if len(polys) == 1 else \
-            {"type": "MultiPolygon", "coordinates": polys}
+        # Always a MultiPolygon, as the reference implementation writes a polygon shape (a shape may hold several).
+        return {"type": "MultiPolygon", "coordinates": pyshp.organize_polygon_rings(chunks)}
     raise ValueError(f"shape type {shape.shapeTypeName} is not supported (supported: point, multipoint, polyline, "
                      "polygon)")
 
@@ -136,7 +135,8 @@ def open_shapefile(inp: IngestInputFile, sub_path: str | None) -> tuple[StructTy
     shp, dbf = read_member(shp_name), read_member(stem + ".dbf")
     if dbf is None:
         raise InvalidInput(f"cannot read {display}: {stem}.dbf is missing next to {shp_name}", file=display)
-    encoding = _cpg_encoding(read_member(stem + ".cpg"))
+    # The code page: a .cpg file, else a .cst one (the older name some exporters write, e.g. GeoServer).
+    encoding = _cpg_encoding(read_member(stem + ".cpg")) or _cpg_encoding(read_member(stem + ".cst"))
     rows: list[dict[str, Any]] = []
     for attempt in ([encoding] if encoding else ["utf-8", "latin-1"]):
         try:
@@ -152,7 +152,7 @@ def open_shapefile(inp: IngestInputFile, sub_path: str | None) -> tuple[StructTy
             for sr in r.iterShapeRecords():
                 rec = {k: _value(v) for k, v in sr.record.as_dict().items()}
                 g = geometry(sr.shape)
-                rec[GEOMETRY] = dump(g) if g is not None else None
+                rec[GEOMETRY] = dump(g, sort_keys=True) if g is not None else None  # as GeoJSON's
                 rows.append(rec)
             schema = StructType([StructField(f.name, _spark_type(f)) for f in fields]
                                 + [StructField(GEOMETRY, StringType())])
@@ -162,6 +162,8 @@ def open_shapefile(inp: IngestInputFile, sub_path: str | None) -> tuple[StructTy
         except InvalidInput:
             raise
         except Exception as e:  # pyshp's format errors
+            if isinstance(e.__cause__ or e.__context__, UnicodeDecodeError) or "decode" in str(e):
+                continue  # text that is not in this encoding: try the next one
             raise InvalidInput(f"cannot read {display} ({shp_name}): {e}", file=display) from None
     raise InvalidInput(f"cannot read {display}: {stem}.dbf is not valid {encoding} text", file=display)
 
@@ -172,6 +174,8 @@ def read_shapefile(spark: SparkSession, step: ReadStepEsriShapefile, inp: Ingest
     dbf_schema, records = open_shapefile(inp, step.sub_path)
     tmp = work.path("shapes.ndjson")
     write_ndjson(tmp, (dump(r) for r in records))
-    schema = geo_schema(step) or dbf_schema
+    # A read schema selects columns: the geometry only when it names it (as in the reference implementation).
+    user = schema_of(step)
+    schema = (geo_schema(step) if GEOMETRY in user.names else user) if user is not None else dbf_schema
     df = read_ndjson_file(spark, tmp, schema, {})
     return df, SourceInfo(inp.display_name, tmp, "json", {}, df.schema, "utf-8", "record")

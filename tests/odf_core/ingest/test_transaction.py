@@ -29,6 +29,7 @@ from odf_core.metadata import (
     ReadStepNdJson,
     SetPollingSource,
     SetVocab,
+    TransformSql,
     decode_block,
 )
 from odf_core.metadata.fragments import CompressionFormat, EventTimeSourceFromPath, SourceOrdering
@@ -264,6 +265,25 @@ def test_empty_file_adds_only_the_new_source_state(ws, engine, http_server):
     http_server.ignore_conditional = True  # a server that always answers 200 with the same empty body
     tx.pull(ws, "cities", engine)
     assert h.chain.head() == head  # nothing changed: no block
+
+
+def test_empty_file_without_read_schema_commits_only_the_source_state_in_separate_steps(ws, engine, http_server):
+    # no read schema: an empty file has no columns at all, not even those the preprocess query selects; the read
+    # step writes nothing and the merge step (run apart from it, as Airflow runs them) must not ask for its output
+    http_server.resources["/c.csv"] = Resource(b"", etag='"e1"')
+    h = _root(ws, "cities", SetPollingSource(
+        fetch=FetchStepUrl(url=http_server.url("/c.csv")), read=ReadStepCsv(header=False),
+        preprocess=TransformSql(engine="spark", query="select city, population from input"),
+        merge=MergeStrategyAppend()))
+    txn = tx.begin(ws, "cities", txn_id="run-1")
+    tx.fetch(ws, txn)
+    tx.prepare(ws, txn)
+    assert tx.read(ws, txn, engine).num_records == 0
+    assert tx.merge(ws, txn, engine).num_records == 0
+    assert tx.commit(ws, txn).block_hash
+    last = h.chain.get_block(h.chain.head()).event
+    assert isinstance(last, AddData) and last.new_data is None and last.new_source_state.value == '"e1"'
+    assert "SetDataSchema" not in _event_kinds(h)
 
 
 def test_has_new_data_probe(ws, engine, http_server, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odf_core.metadata.ddl import DdlError, parse_columns, schema_problems
+from odf_core.metadata.ddl import DdlError, not_null_columns, parse_columns, schema_problems, spark_ddl
 
 # (DDL, the columns as Spark's StructType.simpleString() spells them)
 ACCEPTED = [
@@ -169,9 +169,22 @@ def test_not_null_and_comments_are_kept():
 
 def test_schema_problems_name_the_entry_and_catch_names_repeated_across_entries():
     assert schema_problems(["a INT", "b STRING, c DATE"]) == []
-    problems = schema_problems(["a INT", "b STRANG", "A BIGINT", "`` INT", "c INT -- note"])
+    problems = schema_problems(["a INT", "b STRANG", "a BIGINT", "`` INT", "c INT -- note"])
     assert [i for i, _ in problems] == [1, 2, 3, 4]
     assert "unknown type 'STRANG'" in problems[0][1] and "(at character 3)" in problems[0][1]
-    assert problems[1][1] == "duplicate column name 'A' (names are case-insensitive)"
+    assert problems[1][1] == "duplicate column name 'a'"
     assert problems[2][1] == "a column name must not be empty"
     assert "'--' comments are not allowed" in problems[3][1]
+
+
+def test_names_differing_only_in_case_are_different_columns():
+    # ingest resolves column names case-sensitively (docs/conformance.md)
+    assert schema_problems(["a INT", "A BIGINT"]) == []
+
+
+def test_double_quoted_names_are_identifiers_rewritten_for_spark():
+    assert [c.name for c in parse_columns('"City Name" STRING, "Date (UTC)" DATE NOT NULL')] == \
+        ["City Name", "Date (UTC)"]
+    assert spark_ddl('"City Name" STRING, "a`b" INT') == "`City Name` STRING, `a``b` INT"
+    assert spark_ddl("a STRING COMMENT \"x\"") == "a STRING COMMENT \"x\""  # a double-quoted comment stays text
+    assert not_null_columns(['"a b" INT NOT NULL', "c STRING", "d DATE NOT NULL"]) == ("a b", "d")

@@ -37,7 +37,7 @@ def test_what_the_check_refuses_beyond_spark_would_go_wrong_later(spark, tmp_pat
     # entry leaves a dangling comma
     assert spark_columns(", ".join(["a INT -- note", "b STRING"])) == "struct<a:int>"
     assert spark_columns(", ".join(["a INT", ""])) is None
-    # and a name repeated across entries (case-insensitively) is refused when the data is read
+    # and a name repeated across entries is refused when the data is read
     (tmp_path / "x.csv").write_text("1,2\n")
     with pytest.raises(Exception, match="COLUMN_ALREADY_EXISTS"):
-        spark.read.schema("a INT, A INT").csv(str(tmp_path / "x.csv")).collect()
+        spark.read.schema("a INT, a INT").csv(str(tmp_path / "x.csv")).collect()
