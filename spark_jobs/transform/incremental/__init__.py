@@ -94,15 +94,18 @@ class Step:
         return evaluate(self.cat, node, leaves)
 
     def keep(self, df: DataFrame) -> DataFrame:
-        """Materialise a frame that several later jobs read (released at the end of the step)."""
-        df = df.persist()
-        df.count()
+        """Materialise a frame that several later jobs read, and cut its plan there (later plans stay small to
+        analyse); released at the end of the step."""
+        df = df.localCheckpoint(eager=True)
         self._cached.append(df)
         return df
 
     def release(self) -> None:
         for df in self._cached:
-            df.unpersist()
+            try:  # the checkpointed blocks: a LogicalRDD's RDD
+                df._jdf.logicalPlan().rdd().unpersist(False)
+            except Exception:  # noqa: BLE001 - the context cleaner frees them anyway
+                pass
         self._cached.clear()
 
 
@@ -121,8 +124,9 @@ def segment_change(step: Step, seg: Segment, changes: Mapping[str, Delta]) -> De
         attrs = step.cat.items(seg.node.output())
         nothing = empty(step.session, attrs)
         return Delta(nothing, nothing, empty=True)
-    # constants stay in place: they appear in both evaluations and cancel out
-    return cancel(Delta(evaluate(step.cat, seg.node, pos), evaluate(step.cat, seg.node, neg)))
+    # constants stay in place: they appear in both evaluations, and cancel where changes are summed up (a row both
+    # added and removed is a change that nets to nothing: aggregates sum it away, the output is netted at the end)
+    return Delta(evaluate(step.cat, seg.node, pos), evaluate(step.cat, seg.node, neg))
 
 
 def _rows(step: Step, op: Op, frame: DataFrame) -> DataFrame:
@@ -154,7 +158,7 @@ def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Del
         nothing = empty(step.session, step.cat.items(op.node.output()))
         return Delta(nothing, nothing, empty=True), old
     rows = _rows(step, op, weighted(expand(child.pos), expand(child.neg)))
-    change = step.keep(aggregate.changes(spec, rows))
+    change = aggregate.changes(spec, rows)
     combined = step.keep(aggregate.combine(spec, old, change))
     state_cols = [*spec.keys, *aggregate.state_columns(spec)]
     flagged = combined.where(F.col("__odf_recompute") & (F.col(aggregate.ROWS) > 0))
@@ -171,7 +175,8 @@ def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Del
     results = [(f"c{i}", r) for i, r in enumerate(spec.results)]
     out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),
                 project(step.cat, aggregate.finals(spec, before), attrs, results))
-    return cancel(out), new
+    # an operator above sees only real changes (a min/max above would recompute a group for an unchanged row)
+    return (cancel(out) if op.id != "root" else out), new
 
 
 def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[str, DataFrame]

@@ -187,9 +187,10 @@ def explain_full(cat: Catalyst, plan: Any, reason: Unsupported) -> list[Operator
     while stack:
         node, depth = stack.pop()
         name = cat.cls(node)
-        if name not in ROW_WISE and cat.input_index(node) is None and name not in CONSTANT_LEAVES:
+        deciding = name == reason.node
+        if deciding or (name not in ROW_WISE and cat.input_index(node) is None and name not in CONSTANT_LEAVES):
             why = reason.reason if reason.node == "-" else str(reason)
-            detail = reason.reason if name == reason.node else f"recomputed over the whole inputs ({why})"
+            detail = reason.reason if deciding else f"recomputed over the whole inputs ({why})"
             lines.append(OperatorPlan(depth=depth, operator=name, path=PATH_FULL, detail=detail))
         stack.extend((c, depth + 1) for c in reversed(cat.items(node.children())))
     return lines
