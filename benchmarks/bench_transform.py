@@ -405,8 +405,6 @@ def _reduced(ws: Workspace, name: str, key: str) -> dict:
 
 def bench_incremental(ctx: Ctx) -> str:
     sz = ctx.sizes
-    import os as _os
-
     # the path's fixed cost: a step of a few new rows on a tiny history, in process (subtracted below)
     tiny = make_root(ctx.ws, "inc-tiny", ctx.tmp)
     tiny.add(sz.tiny_rows, seed=7)
@@ -470,11 +468,10 @@ def bench_incremental(ctx: Ctx) -> str:
                                batch_s, "s", None, "plain Spark batch query over all rows", lower_is_better=True))
         rows_out.append(Result(f"the same, fixed cost ({fixed_s:.2f} s) subtracted", net[rows], batch_s, "s", target,
                                "plain Spark batch query over all rows", lower_is_better=True))
-        state = ctx.ws.get(name).state()
-        cp = ctx.ws.get(name).store.local_path(DatasetLayout.checkpoint_key(state.last_checkpoint))
+        checkpoint_mb = ctx.ws.get(name).state().last_checkpoint.size / 1e6
         notes.append(f"{_millions(rows)}: first transaction (rebuild: full path + state) {first.seconds:.1f} s; "
                      f"incremental runs {', '.join(f'{r.seconds:.1f}' for r in runs)} s; batch "
-                     f"{', '.join(f'{t:.1f}' for t in batch)} s; checkpoint {_os.path.getsize(cp) / 1e6:.2f} MB; "
+                     f"{', '.join(f'{t:.1f}' for t in batch)} s; checkpoint {checkpoint_mb:.2f} MB; "
                      f"engine timings of the median run (ms): {median_run(runs).timings_ms}.")
         breakdowns += [f"Where the time goes, {_millions(rows)} rows (the median run):", "",
                        render_breakdown(STEPS, median_run(runs).steps, median_run(runs).seconds,

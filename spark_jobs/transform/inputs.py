@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 from odf_core.metadata import DatasetVocabulary, Timestamp, TransformRequestInput
 from spark_jobs.columns import col
 from spark_jobs.errors import EngineFailure, InvalidQuery, user_message
-from spark_jobs.parquet_files import local_path
+from spark_jobs.parquet_files import local_path, spark_schema_json
 from spark_jobs.transform.catalyst import INPUT_MARKER
 
 OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
@@ -74,7 +74,8 @@ def file_schema(session: SparkSession, path: str) -> T.StructType:
     if key not in _SCHEMA_CACHE:
         if len(_SCHEMA_CACHE) > 256:
             _SCHEMA_CACHE.clear()
-        _SCHEMA_CACHE[key] = session.read.parquet(path).schema
+        found = spark_schema_json(local_path(path))  # files Spark wrote record their schema: no inference job
+        _SCHEMA_CACHE[key] = T.StructType.fromJson(found) if found else session.read.parquet(path).schema
     return _SCHEMA_CACHE[key]
 
 

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -93,19 +93,17 @@ class Step:
         walk(node, ())
         return evaluate(self.cat, node, leaves)
 
-    def keep(self, df: DataFrame) -> DataFrame:
-        """Materialise a frame that several later jobs read, and cut its plan there (later plans stay small to
-        analyse); released at the end of the step."""
-        df = df.localCheckpoint(eager=True)
+    def keep(self, df: DataFrame, *stats: Column) -> tuple[DataFrame, Row]:
+        """Materialise a frame that several later jobs read (released at the end of the step); the one job that
+        fills it also computes ``stats`` (aggregate columns) over it."""
+        df = df.persist()
+        row = df.agg(F.count(F.lit(1)).alias("__odf_rows"), *stats).collect()[0]
         self._cached.append(df)
-        return df
+        return df, row
 
     def release(self) -> None:
         for df in self._cached:
-            try:  # the checkpointed blocks: a LogicalRDD's RDD
-                df._jdf.logicalPlan().rdd().unpersist(False)
-            except Exception:  # noqa: BLE001 - the context cleaner frees them anyway
-                pass
+            df.unpersist()
         self._cached.clear()
 
 
@@ -159,15 +157,17 @@ def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Del
         return Delta(nothing, nothing, empty=True), old
     rows = _rows(step, op, weighted(expand(child.pos), expand(child.neg)))
     change = aggregate.changes(spec, rows)
-    combined = step.keep(aggregate.combine(spec, old, change))
+    recompute = F.col("__odf_recompute") & (F.col(aggregate.ROWS) > 0)
+    combined, seen = step.keep(aggregate.combine(spec, old, change),
+                               F.sum(F.when(recompute, 1).otherwise(0)).alias("flagged"))
     state_cols = [*spec.keys, *aggregate.state_columns(spec)]
-    flagged = combined.where(F.col("__odf_recompute") & (F.col(aggregate.ROWS) > 0))
     new = combined.where(~F.col("__odf_recompute")).select(*state_cols)
-    if not flagged.isEmpty():  # a removed row reached a group's min/max: recompute those groups from history
+    if seen["flagged"]:  # a removed row reached a group's min/max: recompute those groups from history
         again = _rows(step, op, step.replay(spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
-        recomputed = aggregate.initial(spec, aggregate.changes(spec, _restrict(again, flagged, spec.keys)))
-        new = new.unionByName(recomputed.select(*state_cols))
-    new = step.keep(new.where(aggregate.alive(spec)))
+        recomputed = aggregate.initial(spec, aggregate.changes(spec, _restrict(again, combined.where(recompute),
+                                                                               spec.keys)))
+        new, _ = step.keep(new.unionByName(recomputed.select(*state_cols)))
+    new = new.where(aggregate.alive(spec))
     touched = combined.where(F.col("__odf_touched"))
     before = _restrict(old, touched, spec.keys).where(aggregate.alive(spec))
     after = _restrict(new, touched, spec.keys)
