@@ -139,10 +139,17 @@ class EngineServer:
         with self._lock:
             self._running[rid] = state
 
+        def keep_cancelling() -> None:
+            """Spark cancels only the jobs running at that moment: a request cancelled between two jobs (while it
+            plans, or reads a schema) would start its next job anyway, so the group is cancelled until it ends."""
+            while not state.done:
+                cancel(self.spark, state.group)
+                time.sleep(0.2)
+
         def on_done() -> None:  # gRPC calls this when the call ends: answered, cancelled or the client went away
             if not state.done:
                 state.cancelled = True
-                cancel(self.spark, state.group)
+                threading.Thread(target=keep_cancelling, name=f"cancel-{rid}", daemon=True).start()
 
         context.add_callback(on_done)
         try:
@@ -237,12 +244,11 @@ class EngineServer:
             with self._lock:
                 if not self._running:
                     break
-                for state in self._running.values():
-                    if not state.cancelled:
-                        state.cancelled = True
-                        from spark_jobs.session import cancel
+                from spark_jobs.session import cancel
 
-                        cancel(self.spark, state.group)
+                for state in self._running.values():  # every round: a request may start another job meanwhile
+                    state.cancelled = True
+                    cancel(self.spark, state.group)
             time.sleep(0.05)
 
 

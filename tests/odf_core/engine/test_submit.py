@@ -73,6 +73,6 @@ def test_ingest_and_transform_through_spark_submit(tmp_path):
     rows = pq.read_table(doc["content"]["newDataPath"]).to_pylist()
     assert [(r["offset"], r["op"], r["k"], r["total"], r["event_time"]) for r in rows] == [
         (0, 0, "p", 3, minutes(3)), (1, 0, "q", 2, minutes(2))]
-    assert "__odf_count" in pq.read_table(doc["content"]["newCheckpointPath"]).column_names
+    assert "__odf_table" in pq.read_table(doc["content"]["newCheckpointPath"]).column_names  # an incremental state
     assert not [p for p in (tmp_path / "t").iterdir() if p.name.endswith(".tmp")]  # no temp dirs left behind
     assert encode_request(request)  # the same bytes a long-lived engine receives
