@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
-from spark_jobs.transform.incremental.frames import COUNT, WEIGHT, spark_type
+from spark_jobs.transform.incremental.frames import WEIGHT, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
 
 ROWS = "__odf_rows"  # rows of a group (the group exists while > 0)
@@ -225,5 +225,3 @@ def finals(spec: AggregateSpec, states: DataFrame) -> DataFrame:
 def finals_attrs(spec: AggregateSpec) -> Sequence[Any]:
     return [*spec.key_attrs, *spec.result_attrs]
 
-
-__all__ = ["COUNT", "AggregateSpec", "analyze", "describe", "label"]
