@@ -311,6 +311,22 @@ def _current_rows(ws: Workspace, name: str) -> dict[str, tuple]:
     return live
 
 
+def batch_query(ctx: Ctx, root: Root, query: str) -> tuple[float, list[dict]]:
+    """The query once over every row of the root, as a plain Spark batch job writing parquet: seconds and rows."""
+    out = ctx.tmp / "batch-out"
+    shutil.rmtree(out, ignore_errors=True)
+    paths = root.slice_paths()
+
+    def go() -> None:
+        ctx.spark.read.parquet(*paths).createOrReplaceTempView("src")
+        ctx.spark.sql(query).write.parquet(str(out))
+
+    t = seconds(go)
+    rows = pq.read_table(out).to_pylist()
+    shutil.rmtree(out, ignore_errors=True)
+    return t, rows
+
+
 def bench_aggregation(ctx: Ctx) -> str:
     sz = ctx.sizes
     rows_out, notes, breakdowns = [], [], []
@@ -335,20 +351,9 @@ def bench_aggregation(ctx: Ctx) -> str:
             return run.seconds
 
         def plain_batch() -> float:
-            """The query once over every row of the root, as a plain Spark batch job writing parquet."""
-            out = ctx.tmp / "batch-out"
-            shutil.rmtree(out, ignore_errors=True)
-            paths = root.slice_paths()
-
-            def go() -> None:
-                ctx.spark.read.parquet(*paths).createOrReplaceTempView("src")
-                ctx.spark.sql(AGGREGATE_SQL).write.parquet(str(out))
-
-            t = seconds(go)
+            t, rows = batch_query(ctx, root, AGGREGATE_SQL)
             expected.clear()
-            for r in pq.read_table(out).to_pylist():
-                expected[r["category"]] = (r["n"], round(r["total"], 2))
-            shutil.rmtree(out, ignore_errors=True)
+            expected.update({r["category"]: (r["n"], round(r["total"], 2)) for r in rows})
             batch.append(t)
             return t
 
@@ -440,19 +445,9 @@ def bench_incremental(ctx: Ctx) -> str:
             return run.seconds
 
         def plain_batch() -> float:
-            out = ctx.tmp / "batch-out"
-            shutil.rmtree(out, ignore_errors=True)
-            paths = root.slice_paths()
-
-            def go() -> None:
-                ctx.spark.read.parquet(*paths).createOrReplaceTempView("src")
-                ctx.spark.sql(INCREMENTAL_SQL).write.parquet(str(out))
-
-            t = seconds(go)
+            t, rows = batch_query(ctx, root, INCREMENTAL_SQL)
             expected.clear()
-            for r in pq.read_table(out).to_pylist():
-                expected[r["k"]] = r
-            shutil.rmtree(out, ignore_errors=True)
+            expected.update({r["k"]: r for r in rows})
             batch.append(t)
             return t
 
