@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from pyspark.sql import SparkSession
 
@@ -80,13 +80,14 @@ def _diagnostics(diag: dict[str, Any], timings: dict[str, float]) -> TransformDi
         state_rows=diag.get("state_rows"))
 
 
-def _plan_incremental(session: SparkSession, transform: Any, inputs: list[QueryInput], schemas: list[Any],
+def _plan_incremental(session: SparkSession, transform: Any, inputs: Sequence[Any], schemas: Sequence[Any],
                       vocab: Any) -> Any:
+    """The incremental plan (or why not) of a stateful query; ``inputs`` have ``query_alias`` and ``vocab``."""
     from spark_jobs.transform.incremental import enabled
     from spark_jobs.transform.incremental.plan import plan_query
 
-    return plan_query(session, transform, schemas, [i.vocab for i in inputs], [i.alias for i in inputs], vocab,
-                      enabled(session))
+    return plan_query(session, transform, schemas, [i.vocab for i in inputs], [i.query_alias for i in inputs],
+                      vocab, enabled(session))
 
 
 def execute_transform(spark: SparkSession, request: OdfTransformRequest | TransformRequest) -> OdfTransformResponse:
@@ -130,7 +131,8 @@ def _execute(spark: SparkSession, request: TransformRequest, inputs: list[QueryI
             interval, counts = run_stateless(session, request, out, info)
         write_stateless_checkpoint(session, request)
     else:
-        planned = _plan_incremental(session, request.transform, inputs, schemas, request.vocab)
+        planned = _plan_incremental(session, request.transform, [i.request for i in inputs], schemas,
+                                    request.vocab)
         diag["operators"] = planned.operators
         if planned.reason:
             diag["reason"] = f"{info.reason}; full path: {planned.reason}"
@@ -172,12 +174,8 @@ def validate_query(spark: SparkSession, request: ValidateQueryRequest) -> Valida
         schema = output_schema(out, info.layout, request.vocab)
         path, operators = None, None
         if info.plan_class != STATELESS:
-            from spark_jobs.transform.incremental import enabled
-            from spark_jobs.transform.incremental.plan import plan_query
-
-            schemas = [v.schema for v in views.values()]
-            planned = plan_query(session, request.transform, schemas, [i.vocab for i in request.inputs],
-                                 list(views), request.vocab, enabled(session))
+            planned = _plan_incremental(session, request.transform, request.inputs,
+                                        [v.schema for v in views.values()], request.vocab)
             path = "incremental" if planned.plan is not None else "full"
             operators = tuple(planned.operators) or None
         return ValidateQueryResponseSuccess(output_schema=_arrow_schema_bytes(session, schema),

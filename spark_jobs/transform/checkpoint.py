@@ -64,7 +64,7 @@ def read_checkpoint(session: SparkSession, path: str) -> Checkpoint:
             meta = None
         if not meta or meta.get("format") != CHECKPOINT_FORMAT or meta.get("version") != 2:
             raise EngineFailure(f"the previous checkpoint {path!r} has unreadable metadata")
-        store = StateStore.open(session, path, meta)
+        store = StateStore(session, path, meta.get("tables") or {}, df.schema)  # the schema read above
         return Checkpoint(meta, store.table("output"), store)
     if COUNT not in df.columns:
         raise EngineFailure(f"the previous checkpoint {path!r} is not a checkpoint of this engine (no {COUNT})")

@@ -76,15 +76,9 @@ def _fingerprint(plan: Any, schemas: Sequence[Any]) -> str:
                           ).hexdigest()
 
 
-def _label(cat: Catalyst, node: Any) -> str:
-    return cat.cls(node)
-
-
 class _Analyzer:
-    def __init__(self, cat: Catalyst, vocabs: Sequence[DatasetVocabulary], changelog: frozenset[int]) -> None:
+    def __init__(self, cat: Catalyst) -> None:
         self.cat = cat
-        self.vocabs = vocabs
-        self.changelog = changelog
         self.ops: list[Op] = []
         self.lines: list[OperatorPlan] = []
 
@@ -175,7 +169,7 @@ def analyze(cat: Catalyst, plan: Any, vocabs: Sequence[DatasetVocabulary], chang
     """The incremental plan of an optimised plan, or :class:`Unsupported`."""
     _check_inputs(cat, plan, vocabs, changelog)
     _check_types(cat, plan)
-    a = _Analyzer(cat, vocabs, changelog)
+    a = _Analyzer(cat)
     root = a.segment(plan, "root", 0)
     return IncrementalPlan(root, a.ops, _fingerprint(plan, schemas), a.lines)
 

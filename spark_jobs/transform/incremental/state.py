@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_jobs.parquet_files import local_path, spark_schema_json, write_single_parquet
+from spark_jobs.parquet_files import write_single_parquet
 
 TABLE, BUCKET = "__odf_table", "__odf_bucket"
 META_KEY = "__odf_checkpoint"
@@ -50,12 +50,6 @@ class StateStore:
     path: str | None
     tables: Mapping[str, Mapping[str, Any]]
     schema: T.StructType | None
-
-    @classmethod
-    def open(cls, session: SparkSession, path: str, meta: Mapping[str, Any]) -> "StateStore":
-        found = spark_schema_json(local_path(path))
-        schema = T.StructType.fromJson(found) if found else session.read.parquet(path).schema
-        return cls(session, path, meta.get("tables") or {}, schema)
 
     def table(self, name: str) -> DataFrame | None:
         spec = self.tables.get(name)
