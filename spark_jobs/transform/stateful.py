@@ -195,7 +195,8 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
     if step is not None:
         from spark_jobs.transform import incremental
 
-        states = {op.id: step.keep(incremental.initial_states(step, op))[0] for op in step.plan.ops}
+        states = {op.id: step.keep(incremental.initial_states(step, op))[0] for op in step.plan.ops
+                  if op.kind != incremental.keyed.KIND}
         sizes = incremental.write_checkpoint(step, request, new_state, states)
         diag["state_rows"] = sum(sizes.values())
         new_state = read_checkpoint(session, request.new_checkpoint_path).state

@@ -64,7 +64,23 @@ FAMILIES = {
                    ()),
     "changelog": (sql("SELECT k, count(*) AS changes, max(event_time) AS event_time FROM a WHERE op <> 0 "
                       "GROUP BY k"), ("a",)),
+    # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
+    "count_distinct_first_last": (sql(
+        "SELECT k, count(DISTINCT x) AS nd, max_by(x, event_time) AS last_x, min_by(x, event_time) AS first_x, "
+        "max(event_time) AS event_time FROM a GROUP BY k"), ()),
+    "window": (sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time, x "
+                   "ROWS UNBOUNDED PRECEDING) AS running, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a"), ()),
+    "top_per_key": (sql("SELECT event_time, k, x FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY x DESC, "
+                        "event_time) AS rn FROM a) WHERE rn <= 2"), ()),
+    "lookup_join": (sql("SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON a.k = b.k"), ()),
+    "outer_join": (sql("SELECT coalesce(a.event_time, b.event_time) AS event_time, a.k AS ak, b.k AS bk, a.x, "
+                       "b.x AS bx FROM a FULL OUTER JOIN b ON a.k = b.k AND a.x < b.x + 3"), ()),
+    "left_join_semi": (sql("SELECT a.event_time, a.k, b.x AS bx FROM a LEFT JOIN b ON a.k = b.k "
+                           "WHERE a.k IN (SELECT k FROM b WHERE x > 0) OR a.x > 5"), ()),
+    "join_then_aggregate": (sql("SELECT a.k, count(*) AS n, sum(b.x) AS s, max(a.event_time) AS event_time "
+                                "FROM a JOIN b ON a.k = b.k GROUP BY a.k"), ()),
 }
+STATEFUL_OPERATORS = {"Aggregate", "Window", "WindowGroupLimit", "Join"}
 
 KEYS = hst.sampled_from(["p", "q", "r", None])
 VALUES = hst.one_of(hst.none(), hst.integers(-5, 9))
@@ -134,7 +150,8 @@ def test_any_changelog_and_split_gives_the_batch_result(spark, tmp_path_factory,
     paths = [r.diagnostics["path"] for r in responses]
     assert paths[0] == "rebuild" and set(paths[1:]) <= {"incremental", None}, paths  # None: nothing new
     operators = responses[0].diagnostics["operators"]
-    assert ("Aggregate", "incremental") in operators and all(p != "full" for _, p in operators), operators
+    assert any(o in STATEFUL_OPERATORS and p == "incremental" for o, p in operators), operators
+    assert all(p != "full" for _, p in operators), operators
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs, changelog), split
 
 
@@ -188,14 +205,10 @@ def test_a_changed_query_rebuilds_the_state(spark, tmp_path):
 
 
 @pytest.mark.parametrize("query, operator, why", [
-    ("SELECT a.event_time, a.k, b.x FROM a JOIN b ON a.k = b.k", "Join", "joins are recomputed"),
-    ("SELECT event_time, k, sum(x) OVER (PARTITION BY k ORDER BY event_time) AS run FROM a", "Window",
-     "window functions"),
-    ("SELECT k, count(DISTINCT x) AS n, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate",
-     "DISTINCT aggregate"),
-    ("SELECT k, sum(CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate",
-     "floating-point"),
-    ("SELECT k, first(x) AS f, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate", "First"),
+    ("SELECT a.event_time, a.k, b.x FROM a FULL JOIN b ON a.x < b.x", "Join", "without equality keys"),
+    ("SELECT event_time, k, sum(x) OVER (ORDER BY event_time) AS run FROM a", "Window", "without PARTITION BY"),
+    ("SELECT count(DISTINCT x) AS n, max(event_time) AS event_time FROM a", "Aggregate", "DISTINCT aggregate"),
+    ("SELECT sum(CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a", "Aggregate", "floating-point"),
     ("SELECT event_time, k FROM (SELECT * FROM a ORDER BY x LIMIT 3)", "GlobalLimit", "LIMIT"),
     ("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a WHERE offset > 2 GROUP BY k", "Filter",
      "'offset' column of a reduced input"),
@@ -232,6 +245,12 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     assert [(o.depth, o.operator, o.path) for o in inc.operators] == [
         (0, "Aggregate", "incremental"), (1, "Project", "row-wise"), (2, "Filter", "row-wise")]
     assert "count(1)" in inc.operators[0].detail and "max(a.event_time)" in inc.operators[0].detail
-    full = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
+    window = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
+    assert window.path == "incremental" and window.operators[1].operator == "Window", window.operators
+    assert "partitions the new rows touch are recomputed" in window.operators[1].detail
+    join = explain("SELECT a.event_time, a.k, b.x FROM a LEFT JOIN a AS b ON a.k = b.k")
+    assert [o.operator for o in join.operators if o.path == "incremental"] == ["Join"], join.operators
+    assert "LeftOuter join on 1 key(s): new left rows are joined" in join.operators[1].detail
+    full = explain("SELECT event_time, k, rank() OVER (ORDER BY x) AS r FROM a")
     assert full.path == "full" and full.operators[0].operator == "Window"
     assert explain("SELECT event_time, k FROM a").path is None  # stateless: nothing to explain per operator

@@ -27,7 +27,7 @@ from spark_jobs.columns import col
 from spark_jobs.parquet_files import local_path
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.checkpoint import COUNT, stateful_meta
-from spark_jobs.transform.incremental import aggregate
+from spark_jobs.transform.incremental import aggregate, keyed
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
 from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
@@ -73,19 +73,24 @@ class Step:
         removed = col(inp.vocab.op).isin(OP_RETRACT, OP_CORRECT_FROM)
         return Delta(as_frame(rows.where(~removed)), as_frame(rows.where(removed)))
 
-    def history(self, idx: int) -> DataFrame:
+    def history(self, idx: int, old: bool = False) -> DataFrame:
+        """An input's rows up to its new end, or with ``old`` up to where the previous step ended."""
         inp = self.inputs[idx]
-        return as_frame(history_rows(self.session, inp, self.schemas[idx], self.ends[inp.alias],
-                                     idx in self.changelog))
+        end = self.ends[inp.alias]
+        iv = inp.request.offset_interval
+        if old and iv is not None:
+            end = iv.start - 1
+        return as_frame(history_rows(self.session, inp, self.schemas[idx], end, idx in self.changelog))
 
-    def replay(self, node: Any) -> DataFrame:
-        """The rows of a plan node over the inputs' whole history (for rebuilds and recomputed groups)."""
+    def replay(self, node: Any, old: bool = False) -> DataFrame:
+        """The rows of a plan node over the inputs' whole history (for rebuilds and recomputed groups or keys),
+        as of this step's end or, with ``old``, the previous step's."""
         leaves: dict[Path, DataFrame] = {}
 
         def walk(n: Any, path: Path) -> None:
             idx = self.cat.input_index(n)
             if idx is not None:
-                leaves[path] = self.history(idx)
+                leaves[path] = self.history(idx, old)
                 return
             for i, c in enumerate(self.cat.items(n.children())):
                 walk(c, path + (i,))
@@ -100,6 +105,10 @@ class Step:
         row = df.agg(F.count(F.lit(1)).alias("__odf_rows"), *stats).collect()[0]
         self._cached.append(df)
         return df, row
+
+    def hold(self, df: DataFrame) -> None:
+        """Release a persisted frame at the end of the step."""
+        self._cached.append(df)
 
     def release(self) -> None:
         for df in self._cached:
@@ -185,7 +194,11 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
     changes: dict[str, Delta] = {}
     states: dict[str, DataFrame] = {}
     for op in step.plan.ops:  # children first
-        changes[op.id], states[op.id] = aggregate_step(step, op, old_states[op.id], changes)
+        if op.kind == keyed.KIND:
+            change = keyed.step(step, op, changes)
+            changes[op.id] = cancel(change) if op.id != "root" else change
+        else:
+            changes[op.id], states[op.id] = aggregate_step(step, op, old_states[op.id], changes)
     top = segment_change(step, step.plan.root, changes)
     if len(top.pos.columns) - (1 if "__odf_n" in top.pos.columns else 0) != len(out_columns):
         raise AssertionError("the incremental plan's output does not match the query's columns")
@@ -214,7 +227,8 @@ def write_checkpoint(step: Step, request: TransformRequest, output_state: DataFr
     writer = StateWriter()
     writer.put(OUTPUT_TABLE, output_state, [])
     for op in step.plan.ops:
-        writer.put(op_table(op), op_states[op.id], op.spec.keys)
+        if op.id in op_states:
+            writer.put(op_table(op), op_states[op.id], op.spec.keys)
     meta = {**stateful_meta(request, step.ends), "version": CHECKPOINT_VERSION, "path": "incremental",
             "fingerprint": step.plan.fingerprint}
     target = local_path(request.new_checkpoint_path)
@@ -247,6 +261,8 @@ def reusable(prev_meta: Mapping[str, Any] | None, plan: IncrementalPlan, query_h
 def load_states(store: StateStore, plan: IncrementalPlan) -> dict[str, DataFrame] | None:
     found = {}
     for op in plan.ops:
+        if op.kind == keyed.KIND:
+            continue
         df = store.table(op_table(op))
         if df is None:
             return None

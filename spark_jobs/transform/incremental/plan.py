@@ -2,9 +2,10 @@
 
 The optimised Catalyst plan (inputs as plain leaves) is cut into *segments* of row-wise nodes (projections, filters,
 unions, generators, expands) whose *frontiers* are input leaves, constant relations or stateful *operators*
-(aggregations, DISTINCT); each operator's child is a segment again. A change flows bottom-up: input slices -> segment
--> operator (with its state) -> segment -> ... -> the output. Any node outside this fragment (window functions, joins,
-LIMIT, subqueries...) makes the whole query take the full path, and :func:`analyze` says which node and why. The
+(aggregations and DISTINCT with a state per group; window functions, joins and the other aggregations by key, see
+:mod:`.keyed`); each operator's children are segments again. A change flows bottom-up: input slices -> segment ->
+operator -> segment -> ... -> the output. Any node outside this fragment (LIMIT, subqueries, a window without
+PARTITION BY...) makes the whole query take the full path, and :func:`analyze` says which node and why. The
 :class:`OperatorPlan` lines say the path of every operator, for ``odf explain`` and the transform's log.
 """
 from __future__ import annotations
@@ -56,7 +57,7 @@ class Segment:
 @dataclass
 class Op:
     id: str  # the node's position in the plan ("root", "root.0.1")
-    kind: str  # "aggregate"
+    kind: str  # "aggregate" (state per group) | "keyed" (recomputes touched keys, no state)
     node: Any
     children: list[Segment]
     spec: Any  # the operator module's analysis (its state columns, keys...)
@@ -101,14 +102,24 @@ class _Analyzer:
             out.append(Frontier(path, node, "constant"))
             return
         if name == "Aggregate":
-            from spark_jobs.transform.incremental import aggregate
+            from spark_jobs.transform.incremental import aggregate, keyed
 
-            spec = aggregate.analyze(cat, node)
+            try:
+                spec = aggregate.analyze(cat, node)
+            except Unsupported as why:  # no state for its functions: recompute the groups the new rows touch
+                self._keyed(node, keyed.analyze_aggregate(cat, node, why), where, path, depth, out)
+                return
             self.lines.append(OperatorPlan(depth=depth, operator=aggregate.label(cat, node), path=PATH_INCREMENTAL,
                                            detail=aggregate.describe(spec)))
             op = Op(where, "aggregate", node, [self.segment(spec.child, f"{where}.0", depth + 1)], spec)
             self.ops.append(op)
             out.append(Frontier(path, node, "op", op=op))
+            return
+        if name in ("Window", "WindowGroupLimit", "Join"):
+            from spark_jobs.transform.incremental import keyed
+
+            spec = keyed.analyze_join(cat, node) if name == "Join" else keyed.analyze_window(cat, node)
+            self._keyed(node, spec, where, path, depth, out)
             return
         if name not in ROW_WISE_INCREMENTAL:
             raise Unsupported(name, _why_not(name))
@@ -119,6 +130,14 @@ class _Analyzer:
             self._walk(child, path + (i,), op_id, depth + 1, out)
 
 
+    def _keyed(self, node: Any, spec: Any, where: str, path: Path, depth: int, out: list[Frontier]) -> None:
+        self.lines.append(OperatorPlan(depth=depth, operator=spec.operator, path=PATH_INCREMENTAL, detail=spec.detail))
+        kids = [self.segment(c, f"{where}.{i}", depth + 1) for i, c in enumerate(self.cat.items(node.children()))]
+        op = Op(where, "keyed", node, kids, spec)
+        self.ops.append(op)
+        out.append(Frontier(path, node, "op", op=op))
+
+
 def _why_not(name: str) -> str:
     return {
         "GlobalLimit": "LIMIT keeps rows by position over the whole input",
@@ -127,8 +146,6 @@ def _why_not(name: str) -> str:
         "Tail": "TAIL keeps rows by position over the whole input",
         "Sample": "sampling",
         "WindowGroupLimit": "a per-partition row limit",
-        "Window": "window functions are recomputed over the whole input (not incremental yet)",
-        "Join": "joins are recomputed over the whole inputs (not incremental yet)",
     }.get(name, "no incremental form for this operator")
 
 

@@ -1,0 +1,171 @@
+"""Operators whose output rows for a key depend only on their input rows of that key: window functions (the
+PARTITION BY key), equi-joins (the join key) and aggregations whose functions keep no invertible state (count
+DISTINCT, first/last, max_by, collect_*, percentiles...: the GROUP BY key).
+
+They keep no state of their own. A step changes one child at a time (the others held at their old or new rows, so
+the parts add up to the whole change) and for each changed child either
+- evaluates the operator over the changed rows only, when the operator is *linear* in that child (each of its rows
+  contributes output rows independently of the child's other rows: both sides of an inner join, the preserved side
+  of an outer join, the left side of a semi/anti join), or
+- *recomputes the touched keys*: the child's rows of the keys its change touches, before and after, read from the
+  inputs' history; the output change is the difference of the operator over the two.
+So a join of a growing input with a lookup table costs the new rows plus the lookup table, and a window or an
+aggregate costs the history of the keys the new rows touch, not the whole history.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental.frames import COUNT, evaluate, project
+from spark_jobs.transform.incremental.plan import Unsupported
+
+if TYPE_CHECKING:  # the step and its operators live in the package, which imports this module
+    from spark_jobs.transform.incremental import Step
+    from spark_jobs.transform.incremental.delta import Delta
+    from spark_jobs.transform.incremental.plan import Op
+
+KIND = "keyed"
+KEY = "__odf_key"
+
+# join type (Catalyst object class) -> (linear in the left child, linear in the right child)
+_JOIN_LINEARITY = {
+    "Inner$": (True, True), "Cross$": (True, True),
+    "LeftOuter$": (True, False), "RightOuter$": (False, True), "FullOuter$": (False, False),
+    "LeftSemi$": (True, False), "LeftAnti$": (True, False), "ExistenceJoin": (True, False),
+}
+
+
+@dataclass(frozen=True)
+class KeyedSpec:
+    """``keys[i]``: the key expressions over child ``i``'s output (one list per child, of equal length);
+    ``linear[i]``: whether the operator is linear in child ``i``."""
+
+    operator: str
+    keys: tuple[tuple[Any, ...], ...]
+    linear: tuple[bool, ...]
+    detail: str
+
+
+def _unalias(cat: Catalyst, e: Any) -> Any:
+    return e.child() if cat.cls(e) == "Alias" else e
+
+
+def analyze_window(cat: Catalyst, node: Any) -> KeyedSpec:
+    name = cat.cls(node)
+    keys = tuple(cat.items(node.partitionSpec()))
+    if not keys:
+        raise Unsupported(name, "a window without PARTITION BY: any new row can change every output row")
+    what = "window functions" if name == "Window" else "a per-partition row limit"
+    return KeyedSpec(name, (keys,), (False,),
+                     f"{what} over {len(keys)} partition key(s): the partitions the new rows touch are recomputed "
+                     "from their history")
+
+
+def analyze_aggregate(cat: Catalyst, node: Any, why: Unsupported) -> KeyedSpec:
+    keys = tuple(_unalias(cat, g) for g in cat.items(node.groupingExpressions()))
+    if not keys:
+        raise why  # a global aggregate: every change touches the one group, the full path is as good
+    return KeyedSpec("Aggregate", (keys,), (False,),
+                     f"{why.reason.rstrip('.')}: the groups ({len(keys)} key(s)) the new rows touch are recomputed "
+                     "from their history")
+
+
+def analyze_join(cat: Catalyst, node: Any) -> KeyedSpec:
+    pattern = getattr(getattr(cat.jvm.org.apache.spark.sql.catalyst.planning, "ExtractEquiJoinKeys$"), "MODULE$")
+    found = pattern.unapply(node)
+    jtype = cat.cls(node.joinType())
+    linear = _JOIN_LINEARITY.get(jtype)
+    if linear is None:
+        raise Unsupported("Join", f"no incremental form for a {jtype.rstrip('$')} join")
+    if found.isDefined():
+        t = found.get()
+        keys = (tuple(cat.items(t._2())), tuple(cat.items(t._3())))
+    else:
+        keys = ((), ())
+    if not keys[0] and not all(linear):
+        raise Unsupported("Join", f"a {jtype.rstrip('$')} join without equality keys: a new row on one side can "
+                                  "change every output row")
+    kind = jtype.rstrip("$")
+    sides = {(True, True): "new rows of either side are joined with the other side's rows",
+             (True, False): "new left rows are joined with the right side; right-side changes recompute the keys "
+                            "they touch",
+             (False, True): "new right rows are joined with the left side; left-side changes recompute the keys "
+                            "they touch",
+             (False, False): "changes on either side recompute the keys they touch"}[linear]
+    return KeyedSpec("Join", keys, linear, f"{kind} join on {len(keys[0])} key(s): {sides}")
+
+
+def _with_keys(cat: Catalyst, df: DataFrame, attrs: Sequence[Any], keys: Sequence[Any]) -> DataFrame:
+    """The frame (positional columns ``c0..``) with the key expressions added as ``__odf_key<i>``."""
+    df = df.drop(COUNT) if COUNT in df.columns else df
+    exprs = [(f"c{i}", a) for i, a in enumerate(attrs)] + [(f"{KEY}{j}", k) for j, k in enumerate(keys)]
+    return project(cat, df, attrs, exprs)
+
+
+def touched_keys(cat: Catalyst, delta: "Delta", attrs: Sequence[Any], keys: Sequence[Any]) -> DataFrame:
+    rows = delta.pos.drop(COUNT).unionByName(delta.neg.drop(COUNT))
+    return _with_keys(cat, rows, attrs, keys).select(*[f"{KEY}{j}" for j in range(len(keys))]).distinct()
+
+
+def restrict(cat: Catalyst, df: DataFrame, attrs: Sequence[Any], keys: Sequence[Any], wanted: DataFrame | None
+             ) -> DataFrame:
+    """The rows of a frame whose keys (null-safe) are among ``wanted`` (None: all rows)."""
+    if wanted is None:
+        return df
+    from spark_jobs.transform.incremental.state import same_keys
+
+    names = [f"{KEY}{j}" for j in range(len(keys))]
+    w = wanted.toDF(*[f"__odf_want{j}" for j in range(len(keys))])
+    keyed = _with_keys(cat, df, attrs, keys)
+    kept = keyed.join(F.broadcast(w), same_keys(keyed, w, names, list(w.columns)), "left_semi")
+    return kept.drop(*names)
+
+
+def step(step: "Step", op: "Op", changes: dict) -> "Delta":
+    """The change of the operator's output (uncancelled; the caller nets it where needed)."""
+    from spark_jobs.transform.incremental import segment_change
+    from spark_jobs.transform.incremental.delta import Delta
+    from spark_jobs.transform.incremental.frames import empty
+
+    spec: KeyedSpec = op.spec
+    cat = step.cat
+    deltas = [segment_change(step, seg, changes) for seg in op.children]
+    attrs = [cat.items(seg.node.output()) for seg in op.children]
+    pos: list[DataFrame] = []
+    neg: list[DataFrame] = []
+    for i, d in enumerate(deltas):
+        if d.empty:
+            continue
+
+        def rows(j: int) -> DataFrame:  # children before i are at their new rows, after i at their old rows
+            return step.replay(op.children[j].node, old=j > i and not deltas[j].empty)
+
+        if spec.linear[i]:
+            others = {(j,): rows(j) for j in range(len(deltas)) if j != i}
+            pos.append(evaluate(cat, op.node, {**others, (i,): d.pos}))
+            neg.append(evaluate(cat, op.node, {**others, (i,): d.neg}))
+            continue
+        wanted = touched_keys(cat, d, attrs[i], spec.keys[i]).persist()
+        step.hold(wanted)
+        others = {(j,): restrict(cat, rows(j), attrs[j], spec.keys[j], wanted)
+                  for j in range(len(deltas)) if j != i}
+        after = restrict(cat, step.replay(op.children[i].node), attrs[i], spec.keys[i], wanted)
+        before = restrict(cat, step.replay(op.children[i].node, old=True), attrs[i], spec.keys[i], wanted)
+        pos.append(evaluate(cat, op.node, {**others, (i,): after}))
+        neg.append(evaluate(cat, op.node, {**others, (i,): before}))
+    if not pos:
+        nothing = empty(step.session, cat.items(op.node.output()))
+        return Delta(nothing, nothing, empty=True)
+    return Delta(_union(pos), _union(neg))
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    out = frames[0].drop(COUNT) if COUNT in frames[0].columns else frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f.drop(COUNT) if COUNT in f.columns else f)
+    return out
