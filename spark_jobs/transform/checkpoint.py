@@ -6,9 +6,11 @@ Stateful: one row per distinct output row (event time and data columns as in the
 = 1, ``planClass``, ``queryHash`` (SHA-256 of the canonical JSON of the queries) and, for stateful, ``inputs``:
 ``{queryAlias: {"datasetId", "lastOffset"}}``, used to check that the next request continues where this one ended.
 
-Version 2 (incremental stateful queries, :mod:`.incremental`) keeps the same description, plus ``path`` =
-``incremental`` and the plan's ``fingerprint``, in the field metadata of ``__odf_table``; the output state is one of
-its tables (:mod:`.incremental.state`).
+Incremental stateful queries (:mod:`.incremental`) keep the same description, plus ``path`` = ``incremental`` and
+the plan's ``fingerprint``, in the field metadata of ``__odf_table``, and their operators' states as tables
+(:mod:`.incremental.state`). Version 3 keeps only operator states (their size follows the keys, not the output) and
+the query (``transform``), so the output state can be evaluated again when a rebuild needs it; version 2 also kept
+the output state as a table (read, then rebuilt once into version 3).
 """
 from __future__ import annotations
 
@@ -37,7 +39,11 @@ _META_KEY = "__odf_checkpoint"
 class Checkpoint:
     meta: Mapping[str, Any]
     state: DataFrame | None  # output rows + __odf_count (stateful checkpoints only)
-    store: Any = None  # the state tables of a version 2 checkpoint (an incremental.state.StateStore)
+    store: Any = None  # the state tables of an incremental checkpoint (an incremental.state.StateStore)
+
+    @property
+    def stateful(self) -> bool:
+        return self.meta.get("planClass") == STATEFUL
 
 
 def query_hash(transform: TransformSql) -> str:
@@ -62,7 +68,7 @@ def read_checkpoint(session: SparkSession, path: str) -> Checkpoint:
             meta = read_meta(df.schema)
         except ValueError:
             meta = None
-        if not meta or meta.get("format") != CHECKPOINT_FORMAT or meta.get("version") != 2:
+        if not meta or meta.get("format") != CHECKPOINT_FORMAT or meta.get("version") not in (2, 3):
             raise EngineFailure(f"the previous checkpoint {path!r} has unreadable metadata")
         store = StateStore(session, path, meta.get("tables") or {}, df.schema)  # the schema read above
         return Checkpoint(meta, store.table("output"), store)

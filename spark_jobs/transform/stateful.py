@@ -9,6 +9,7 @@ Cost: O(history) per transaction.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from typing import Any, Mapping, Sequence
@@ -18,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from odf_core.errors import SchemaEvolutionError
-from odf_core.metadata import OffsetInterval, TransformRequest
+from odf_core.metadata import DatasetVocabulary, OffsetInterval, TransformRequest, TransformSql
 from spark_jobs.columns import col
 from spark_jobs.errors import EngineFailure, InvalidQuery
 from spark_jobs.parquet_files import local_path, write_single_parquet
@@ -112,35 +113,66 @@ def previous_checkpoint(session: SparkSession, request: TransformRequest, warnin
     if prev is None and request.next_offset > 0:
         raise EngineFailure(f"a stateful query needs the previous checkpoint: the next offset is "
                             f"{request.next_offset} but the request names no previous checkpoint")
-    if prev is not None and prev.state is None:
+    if prev is not None and not prev.stateful:
         warnings.append("previous checkpoint is stateless: the stateful output starts from an empty state")
     return prev
 
 
-def write_state(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput], info: PlanInfo,
-                schemas: Sequence[T.StructType], ends: Mapping[str, int | None], modes: dict[str, str]
-                ) -> tuple[OutputLayout, T.StructType]:
-    """Evaluate the query over the inputs' state and write it, counted, as the new checkpoint."""
+def counted_output(session: SparkSession, transform: TransformSql, vocab: DatasetVocabulary,
+                   inputs: Sequence[QueryInput], op_read: frozenset[int], schemas: Sequence[T.StructType],
+                   ends: Mapping[str, int | None], modes: dict[str, str]) -> tuple[list[str], DataFrame]:
+    """The query over the inputs' state as of ``ends``: its output columns and rows, counted."""
     views = {}
     for idx, (inp, schema) in enumerate(zip(inputs, schemas)):
-        changelog = idx in info.op_read
+        changelog = idx in op_read
         modes[inp.alias] = "changelog" if changelog else "reduced"
         views[inp.alias] = history_rows(session, inp, schema, ends[inp.alias], changelog)
-    out = run_steps(session, request.transform, views)
-    query_layout = layout_of(out.schema, request.vocab, STATEFUL)
+    out = run_steps(session, transform, views)
+    query_layout = layout_of(out.schema, vocab, STATEFUL)
     types = {f.name: f.dataType for f in out.schema.fields}
     bad = [n for n in query_layout.columns if not orderable(types[n])]
     if bad:
         raise InvalidQuery(f"stateful query outputs cannot contain map/variant columns: {bad}")
     names = [query_layout.event_time, *query_layout.data]
-    counted = (out.select(*[normalized(n, types[n]).alias(n) for n in names])
-               .groupBy(*[col(n) for n in names]).agg(F.count(F.lit(1)).alias(COUNT)))
+    return names, (out.select(*[normalized(n, types[n]).alias(n) for n in names])
+                   .groupBy(*[col(n) for n in names]).agg(F.count(F.lit(1)).alias(COUNT)))
+
+
+def write_state(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput], info: PlanInfo,
+                schemas: Sequence[T.StructType], ends: Mapping[str, int | None], modes: dict[str, str],
+                target: str | None = None) -> tuple[OutputLayout, T.StructType]:
+    """Evaluate the query over the inputs' state and write it, counted, as the new checkpoint (or to ``target``)."""
+    names, counted = counted_output(session, request.transform, request.vocab, inputs, info.op_read, schemas, ends,
+                                    modes)
     meta = stateful_meta(request, ends)
     counted = counted.select(*[plain_alias(col(n), n) for n in names],
                              F.col(COUNT).alias(COUNT, metadata=count_field(meta).metadata))
-    write_single_parquet(counted, request.new_checkpoint_path, sort=sort_columns(counted, names))
-    remember_schema(request.new_checkpoint_path, counted.schema)  # the next transaction reads it back
-    return OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data), counted.schema
+    path = target or request.new_checkpoint_path
+    write_single_parquet(counted, path, sort=sort_columns(counted, names))
+    remember_schema(path, counted.schema)  # the next transaction reads it back
+    return OutputLayout(tuple(names), names[0], None, tuple(names[1:])), counted.schema
+
+
+def previous_output(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput],
+                    schemas: Sequence[T.StructType], prev: Checkpoint) -> DataFrame:
+    """The previous output state: stored in full-path checkpoints; an incremental checkpoint (version 3) keeps
+    only operator states, so the query it was written for is evaluated again over the inputs as of its ends."""
+    if prev.state is not None:
+        return prev.state
+    from odf_core.metadata.yaml_serde import from_data
+    from spark_jobs.transform.inputs import read_rows
+    from spark_jobs.transform.planning import prepare
+
+    stored = prev.meta.get("transform")
+    if not isinstance(stored, Mapping):
+        raise EngineFailure("the previous checkpoint records neither its output state nor its query")
+    transform = from_data(TransformSql, dict(stored))
+    views = {inp.alias: read_rows(session, schema, ()) for inp, schema in zip(inputs, schemas)}
+    _, info = prepare(session, transform, views, request.vocab)
+    recorded = prev.meta.get("inputs") or {}
+    ends = {inp.alias: (recorded.get(inp.alias) or {}).get("lastOffset") for inp in inputs}
+    ends = {a: (-1 if e is None else e) for a, e in ends.items()}
+    return counted_output(session, transform, request.vocab, inputs, info.op_read, schemas, ends, {})[1]
 
 
 def run_stateful(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput], info: PlanInfo,
@@ -152,7 +184,7 @@ def run_stateful(session: SparkSession, request: TransformRequest, inputs: Seque
     qhash = query_hash(request.transform)
     prev = previous_checkpoint(session, request, warnings)
     ends = input_ends(inputs, prev)
-    unchanged = prev is not None and prev.state is not None and prev.meta.get("queryHash") == qhash
+    unchanged = prev is not None and prev.stateful and prev.meta.get("queryHash") == qhash
     if unchanged and all(i.request.offset_interval is None for i in inputs):
         shutil.copyfile(local_path(request.prev_checkpoint_path or ""), local_path(request.new_checkpoint_path))
         warnings.append("no new input data: the checkpoint is carried over")
@@ -189,33 +221,40 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
     operators' states are computed too and the checkpoint is an incremental one."""
     warnings: list[str] = diag.setdefault("warnings", [])
     t0 = time.monotonic()
-    layout, schema = write_state(session, request, inputs, info, schemas, ends, diag.setdefault("modes", {}))
-    diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
-    new_state = session.read.schema(schema).parquet(local_path(request.new_checkpoint_path))
-    if step is not None:
-        from spark_jobs.transform import incremental
+    # the incremental checkpoint keeps operator states only: the output state goes to a file next to it, for the diff
+    target = None if step is None else local_path(request.new_checkpoint_path) + ".output.parquet"
+    try:
+        layout, schema = write_state(session, request, inputs, info, schemas, ends, diag.setdefault("modes", {}),
+                                     target)
+        diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
+        new_state = session.read.schema(schema).parquet(target or local_path(request.new_checkpoint_path))
+        if step is not None:
+            from spark_jobs.transform import incremental
 
-        states = {op.id: step.keep(incremental.initial_states(step, op))[0] for op in step.plan.ops
-                  if op.kind != incremental.keyed.KIND}
-        sizes = incremental.write_checkpoint(step, request, new_state, states)
-        diag["state_rows"] = sum(sizes.values())
-        new_state = read_checkpoint(session, request.new_checkpoint_path).state
-    if prev is not None and prev.state is not None:
-        old_state = align_old_state(prev.state, schema, layout.columns)
-        if not unchanged:
-            warnings.append("query changed: diffing against the previous query's state")
-    else:
-        old_state = session.createDataFrame(session.sparkContext.emptyRDD(), schema)
-    rows, op, order = diff(old_state, new_state, layout.columns, info.key)
-    diag["correction_key"] = list(info.key) if info.key is not None else None
-    return write_output(finalize(rows, op, order, layout, request), request)
+            states = {op.id: step.keep(incremental.initial_states(step, op))[0] for op in step.plan.ops
+                      if op.kind != incremental.keyed.KIND}
+            sizes = incremental.write_checkpoint(step, request, states)
+            diag["state_rows"] = sum(sizes.values())
+        if prev is not None and prev.stateful:
+            old_state = align_old_state(previous_output(session, request, inputs, schemas, prev), schema,
+                                        layout.columns)
+            if not unchanged:
+                warnings.append("query changed: diffing against the previous query's state")
+        else:
+            old_state = session.createDataFrame(session.sparkContext.emptyRDD(), schema)
+        rows, op, order = diff(old_state, new_state, layout.columns, info.key)
+        diag["correction_key"] = list(info.key) if info.key is not None else None
+        return write_output(finalize(rows, op, order, layout, request), request)
+    finally:
+        if target is not None and os.path.exists(target):
+            os.remove(target)
 
 
 def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schema: T.StructType, prev: Checkpoint,
                  states: Mapping[str, DataFrame], diag: dict[str, Any]
                  ) -> tuple[OffsetInterval | None, dict[str, int]]:
-    """The output's change from the inputs' new slices and the operators' states; the output slice is the
-    difference of the old and new output states, as on the full path."""
+    """The output's change from the inputs' new slices and the operators' states; the output slice is that change,
+    ordered and labelled exactly as the full path's difference of the old and new output states would be."""
     from spark_jobs.transform import incremental
 
     t0 = time.monotonic()
@@ -223,15 +262,14 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     names = [query_layout.event_time, *query_layout.data]
     types = {f.name: f.dataType for f in out_schema.fields}
     top, new_states = incremental.output_change(step, out_schema.names, states)
-    change = incremental.counted_change(top, out_schema.names, names, types)
-    assert prev.state is not None
-    new_state = incremental.apply_change(prev.state, change, names)
-    new_state = new_state.select(*[plain_alias(col(n), n) for n in names], F.col(COUNT))
-    sizes = incremental.write_checkpoint(step, request, new_state, new_states)
+    change, _ = step.keep(incremental.counted_change(top, out_schema.names, names, types))
+    sizes = incremental.write_checkpoint(step, request, new_states)
     diag["state_rows"] = sum(sizes.values())
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
-    written = read_checkpoint(step.session, request.new_checkpoint_path).state
     layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
-    rows, op, order = diff(prev.state, written, names, info.key)
+    w = F.col(incremental.WEIGHT)
+    lost = change.where(w < 0).select(*[col(n) for n in names], (-w).alias(COUNT))
+    gained = change.where(w > 0).select(*[col(n) for n in names], w.alias(COUNT))
+    rows, op, order = diff(lost, gained, names, info.key)
     diag["correction_key"] = list(info.key) if info.key is not None else None
     return write_output(finalize(rows, op, order, layout, request), request)

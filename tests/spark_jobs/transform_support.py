@@ -371,7 +371,7 @@ def spark_schema(spec: InputSpec) -> Any:
 
 
 def checkpoint_tables(path: str) -> tuple[dict[str, Any], dict[str, pa.Table]]:
-    """An incremental (version 2) checkpoint read with pyarrow alone: its description and each named table."""
+    """An incremental (version 3) checkpoint read with pyarrow alone: its description and each named table."""
     import pyarrow.compute as pc
 
     table = pq.read_table(path)

@@ -26,7 +26,7 @@ from odf_core.metadata import TransformRequest
 from spark_jobs.columns import col
 from spark_jobs.parquet_files import local_path
 from spark_jobs.transform.catalyst import Catalyst
-from spark_jobs.transform.checkpoint import COUNT, stateful_meta
+from spark_jobs.transform.checkpoint import stateful_meta
 from spark_jobs.transform.incremental import aggregate, keyed
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
 from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project
@@ -36,8 +36,7 @@ from spark_jobs.transform.inputs import OP_CORRECT_FROM, OP_RETRACT, QueryInput,
 from spark_jobs.transform.output import normalized
 
 ENABLED_CONF = "spark.odf.incremental.enabled"
-OUTPUT_TABLE = "output"
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3
 
 
 def enabled(session: SparkSession) -> bool:
@@ -214,23 +213,19 @@ def counted_change(top: Delta, out_columns: Sequence[str], names: Sequence[str],
             .groupBy(*[col(n) for n in names]).agg(F.sum(WEIGHT).alias(WEIGHT)))
 
 
-def apply_change(old: DataFrame, change: DataFrame, names: Sequence[str]) -> DataFrame:
-    both = old.select(*[col(n) for n in names], F.col(COUNT).alias(WEIGHT)).unionByName(change)
-    return (both.groupBy(*[col(n) for n in names]).agg(F.sum(WEIGHT).alias(COUNT))
-            .where(F.col(COUNT) > 0))
-
-
-def write_checkpoint(step: Step, request: TransformRequest, output_state: DataFrame,
-                     op_states: Mapping[str, DataFrame]) -> dict[str, int]:
-    """The new checkpoint: the output state and each operator's states, with the plan's fingerprint. Written next
-    to its target and renamed, so a reader of the target (the full path's output) never sees half of it."""
+def write_checkpoint(step: Step, request: TransformRequest, op_states: Mapping[str, DataFrame]) -> dict[str, int]:
+    """The new checkpoint: each operator's states, the plan's fingerprint and the query (a rebuild evaluates it to
+    get the output state). Written next to its target and renamed, so no reader sees half of it."""
     writer = StateWriter()
-    writer.put(OUTPUT_TABLE, output_state, [])
     for op in step.plan.ops:
         if op.id in op_states:
             writer.put(op_table(op), op_states[op.id], op.spec.keys)
+    transform = request.transform
     meta = {**stateful_meta(request, step.ends), "version": CHECKPOINT_VERSION, "path": "incremental",
-            "fingerprint": step.plan.fingerprint}
+            "fingerprint": step.plan.fingerprint,
+            "transform": {"engine": transform.engine,
+                          "queries": [{"alias": q.alias, "query": q.query} if q.alias else {"query": q.query}
+                                      for q in transform.steps()]}}
     target = local_path(request.new_checkpoint_path)
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)
@@ -249,8 +244,11 @@ def reusable(prev_meta: Mapping[str, Any] | None, plan: IncrementalPlan, query_h
     """Why the previous checkpoint's states cannot be updated (None: they can)."""
     if prev_meta is None:
         return "first transaction"
-    if prev_meta.get("version") != CHECKPOINT_VERSION or prev_meta.get("path") != "incremental":
+    if prev_meta.get("path") != "incremental":
         return "the previous checkpoint has no operator state (written by the full path)"
+    if prev_meta.get("version") != CHECKPOINT_VERSION:
+        return (f"the previous checkpoint has the state layout of version {prev_meta.get('version')} (this engine "
+                f"writes {CHECKPOINT_VERSION})")
     if prev_meta.get("queryHash") != query_hash:
         return "the query changed"
     if prev_meta.get("fingerprint") != plan.fingerprint:
