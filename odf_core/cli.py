@@ -306,10 +306,14 @@ def cmd_explain(args) -> int:
 
 @command("sql")
 def cmd_sql(args) -> int:
-    from odf_core.query import sql
+    from odf_core.sql_shell import run_one, shell
 
-    table = sql(_workspace(args), args.query, _engine(args), limit=args.limit)
-    print(table.to_pandas().to_string(index=False) if table.num_rows else "(no rows)")
+    ws, engine = _workspace(args), _engine(args)
+    if args.query is not None and args.interactive:
+        run_one(ws, args.query, engine, args.limit, args.verbose, sys.stdout)
+    if args.query is None or args.interactive:
+        return shell(ws, engine, limit=args.limit, verbose=args.verbose)
+    run_one(ws, args.query, engine, args.limit, args.verbose, sys.stdout)
     return 0
 
 
@@ -488,9 +492,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "and why")
     s.add_argument("dataset")
     _spark_options(s)
-    s = sub.add_parser("sql", help="run a read-only Spark SQL query over datasets by name")
-    s.add_argument("query")
-    s.add_argument("--limit", type=int, default=1000)
+    s = sub.add_parser("sql", help="read-only Spark SQL over datasets by name, as written (select * from my.data-set); "
+                       "without a query: statements from the terminal or stdin, one Spark session for all")
+    s.add_argument("query", nargs="?", help="one statement (default: read statements ending with ';' from stdin)")
+    s.add_argument("-i", "--interactive", action="store_true", help="read statements from stdin even with a query")
+    s.add_argument("--limit", type=int, default=1000, help="at most this many rows per statement (default 1000)")
+    s.add_argument("--verbose", "-v", action="store_true",
+                   help="after each result: row count, time, and the Spark application that served it")
     _spark_options(s)
 
     eng = sub.add_parser("engine", help="a long-lived Spark engine (the ODF engine protocol over gRPC)"
