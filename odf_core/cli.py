@@ -142,7 +142,10 @@ def cmd_verify(args) -> int:
     if not args.integrity and h.state().transform is not None:
         from odf_core.transform import verify
 
-        rep = verify(ws, args.dataset, engine=_engine(args))
+        from odf_core.progress import progress
+
+        with progress(f"{h.name}: replay", unit="transforms") as p:
+            rep = verify(ws, args.dataset, engine=_engine(args), progress=p)
         if not rep.ok:
             raise OdfError(f"{h.name}: {rep.summary()}")
         print(f"{h.name}: reproduction {rep.summary()}")
@@ -226,6 +229,7 @@ def _fetch_options(args):
 @command("pull")
 def cmd_pull(args) -> int:
     from odf_core.ingest.transaction import pull
+    from odf_core.progress import progress
 
     ws = _workspace(args)
     engine = _engine(args)
@@ -246,7 +250,10 @@ def cmd_pull(args) -> int:
 
             from odf_core.transform.coordinator import input_without_data
 
-            res = run_transform(ws, name, engine=engine)
+            with progress(f"{name}: transform", unit="rows") as p:
+                res = run_transform(ws, name, engine=engine)
+                if res and res.block_hash:
+                    p.advance(res.num_records or 0)
             if res and res.block_hash:
                 print(f"{name}: {res.num_records} records, head {res.head}")
             elif (empty := input_without_data(ws, name)) is not None:
@@ -255,7 +262,9 @@ def cmd_pull(args) -> int:
             else:
                 print(f"{name}: up to date")
             continue
-        for r in pull(ws, name, engine, once=args.once, options=options):
+        with progress(f"{name}: fetch", unit="files") as p:
+            results = pull(ws, name, engine, once=args.once, options=options, progress=p)
+        for r in results:
             if r.block_hash:
                 print(f"{name}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}")
             else:
@@ -267,8 +276,13 @@ def cmd_pull(args) -> int:
 def cmd_ingest(args) -> int:
     from odf_core.ingest.transaction import push
 
+    from odf_core.progress import progress
+
     ws = _workspace(args)
-    r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args), txn_id=args.txn_id)
+    size = Path(args.file).stat().st_size if args.file != "-" and Path(args.file).is_file() else 0
+    with progress(f"{args.dataset}: ingest", unit="files", total=1) as p:
+        r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args), txn_id=args.txn_id)
+        p.advance(1, size)
     if r.already_ingested:
         print(f"{args.dataset}: already ingested in block {r.block_hash} (transaction {args.txn_id}), head {r.head}")
     elif r.block_hash:
