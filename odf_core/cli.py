@@ -90,6 +90,14 @@ def cmd_add(args) -> int:
 @command("list")
 def cmd_list(args) -> int:
     ws = _workspace(args)
+    if args.output == "json":
+        from odf_core.output import write_json_lines
+
+        write_json_lines(({"name": str(h.name), "kind": st.kind.value if st.kind else None,
+                           "id": str(st.dataset_id), "blocks": st.block_count, "records": st.num_records,
+                           "size": st.data_size, "watermark": str(st.last_watermark) if st.last_watermark else None}
+                          for h in ws.list() for st in (h.state(),)), sys.stdout)
+        return 0
     rows = [("NAME", "KIND", "BLOCKS", "RECORDS", "SIZE", "WATERMARK")]
     for h in ws.list():
         st = h.state()
@@ -109,6 +117,13 @@ def cmd_log(args) -> int:
     for i, (bh, block) in enumerate(h.chain.iter_blocks()):
         if args.limit is not None and i >= args.limit:
             break
+        if args.output == "json":
+            import yaml
+
+            from odf_core.output import write_json_lines
+
+            write_json_lines([{"block_hash": str(bh), **yaml.safe_load(dump_manifest(block))}], sys.stdout)
+            continue
         print(f"# Block: {bh}")
         print(dump_manifest(block), end="")
         print("---")
@@ -297,6 +312,11 @@ def cmd_tail(args) -> int:
     from odf_core.query import tail
 
     table = tail(_workspace(args).get(args.dataset), args.num_records)
+    if args.output == "json":
+        from odf_core.output import write_json_lines
+
+        write_json_lines(table.to_pylist(), sys.stdout)
+        return 0
     print(table.to_pandas().to_string(index=False) if table.num_rows else "(no records)")
     return 0
 
@@ -437,6 +457,11 @@ def _spark_options(s: argparse.ArgumentParser) -> None:
                    help="a Spark setting when Spark runs in this process (repeatable)")
 
 
+def _output_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--output", "-o", choices=("table", "json"), default="table",
+                   help="json: JSON Lines, one object per line (for scripts)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="odf", description="Open Data Fabric datasets on Spark and Airflow")
     p.add_argument("--workspace", "-w", metavar="DIR",
@@ -454,10 +479,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also bring existing datasets in line with their snapshots: append changed sources, "
                           "transform (validated with Spark), info, license, attachments, schema, vocabulary")
     _spark_options(s)  # evolved transforms are validated with Spark
-    sub.add_parser("list", help="list datasets")
+    s = sub.add_parser("list", help="list datasets")
+    _output_option(s)
     s = sub.add_parser("log", help="show a dataset's metadata blocks, newest first")
     s.add_argument("dataset")
     s.add_argument("--limit", "-n", type=int)
+    _output_option(s)
     s = sub.add_parser("rename", help="rename a dataset")
     s.add_argument("dataset")
     s.add_argument("new_name")
@@ -502,6 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("tail", help="the last records of a dataset")
     s.add_argument("dataset")
     s.add_argument("-n", "--num-records", type=int, default=10)
+    _output_option(s)
     s = sub.add_parser("explain", help="how a derivative's query is evaluated: per operator, incremental or full "
                        "and why")
     s.add_argument("dataset")
