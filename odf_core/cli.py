@@ -576,7 +576,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except BrokenPipeError:  # `odf --help | head -1`: argparse prints help before the command's own handling
+        return _closed_stdout()
     name = args.cmd + (f" {args.sub}" if getattr(args, "sub", None) else "")
     try:
         return COMMANDS[name](args)
@@ -586,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return 0
+        return _closed_stdout()
     except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the trace in a log file
         from odf_core.errors import disk_error, os_error_reason
 
@@ -604,6 +607,18 @@ def main(argv: list[str] | None = None) -> int:
         first = (str(e).strip().splitlines() or [""])[0]
         print(f"odf: error: internal error in '{name}': {type(e).__name__}: {first}{where}", file=sys.stderr)
         return 1
+
+
+def _closed_stdout() -> int:
+    """The reader of our stdout went away: stop quietly (Python would print a BrokenPipe trace at exit when it
+    flushes stdout again), as `git log | head` does."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (captured in tests)
+        pass
+    return 0
 
 
 if __name__ == "__main__":
