@@ -245,8 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                     timings["engine_log"] = engine.log.read_text()
                 Path(args.timings).write_text(json.dumps(timings, indent=2))
             if keep:
-                say(f"Airflow keeps running: UI {af.base_url}, user admin, password {admin_password()}; "
-                    "Ctrl-C stops it")
+                say(keep_message(af.base_url, admin_password()))
                 while af.running():
                     time.sleep(1.0)
         return 0
@@ -262,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
         if engine is not None:
             engine.stop()
             say("engine stopped")
+
+
+def keep_message(base_url: str, password: str) -> str:
+    """What ``--keep`` tells the user: where the UI is and how to log in."""
+    return f"Airflow keeps running: UI {base_url}, user admin, password {password}; Ctrl-C stops it"
 
 
 def admin_password() -> str:

@@ -90,6 +90,14 @@ def cmd_add(args) -> int:
 @command("list")
 def cmd_list(args) -> int:
     ws = _workspace(args)
+    if args.output == "json":
+        from odf_core.output import write_json_lines
+
+        write_json_lines(({"name": str(h.name), "kind": st.kind.value if st.kind else None,
+                           "id": str(st.dataset_id), "blocks": st.block_count, "records": st.num_records,
+                           "size": st.data_size, "watermark": str(st.last_watermark) if st.last_watermark else None}
+                          for h in ws.list() for st in (h.state(),)), sys.stdout)
+        return 0
     rows = [("NAME", "KIND", "BLOCKS", "RECORDS", "SIZE", "WATERMARK")]
     for h in ws.list():
         st = h.state()
@@ -109,6 +117,13 @@ def cmd_log(args) -> int:
     for i, (bh, block) in enumerate(h.chain.iter_blocks()):
         if args.limit is not None and i >= args.limit:
             break
+        if args.output == "json":
+            import yaml
+
+            from odf_core.output import write_json_lines
+
+            write_json_lines([{"block_hash": str(bh), **yaml.safe_load(dump_manifest(block))}], sys.stdout)
+            continue
         print(f"# Block: {bh}")
         print(dump_manifest(block), end="")
         print("---")
@@ -142,7 +157,10 @@ def cmd_verify(args) -> int:
     if not args.integrity and h.state().transform is not None:
         from odf_core.transform import verify
 
-        rep = verify(ws, args.dataset, engine=_engine(args))
+        from odf_core.progress import progress
+
+        with progress(f"{h.name}: replay", unit="transforms") as p:
+            rep = verify(ws, args.dataset, engine=_engine(args), progress=p)
         if not rep.ok:
             raise OdfError(f"{h.name}: {rep.summary()}")
         print(f"{h.name}: reproduction {rep.summary()}")
@@ -226,6 +244,7 @@ def _fetch_options(args):
 @command("pull")
 def cmd_pull(args) -> int:
     from odf_core.ingest.transaction import pull
+    from odf_core.progress import progress
 
     ws = _workspace(args)
     engine = _engine(args)
@@ -246,7 +265,10 @@ def cmd_pull(args) -> int:
 
             from odf_core.transform.coordinator import input_without_data
 
-            res = run_transform(ws, name, engine=engine)
+            with progress(f"{name}: transform", unit="rows") as p:
+                res = run_transform(ws, name, engine=engine)
+                if res and res.block_hash:
+                    p.advance(res.num_records or 0)
             if res and res.block_hash:
                 print(f"{name}: {res.num_records} records, head {res.head}")
             elif (empty := input_without_data(ws, name)) is not None:
@@ -255,7 +277,9 @@ def cmd_pull(args) -> int:
             else:
                 print(f"{name}: up to date")
             continue
-        for r in pull(ws, name, engine, once=args.once, options=options):
+        with progress(f"{name}: fetch", unit="files") as p:
+            results = pull(ws, name, engine, once=args.once, options=options, progress=p)
+        for r in results:
             if r.block_hash:
                 print(f"{name}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}")
             else:
@@ -267,8 +291,13 @@ def cmd_pull(args) -> int:
 def cmd_ingest(args) -> int:
     from odf_core.ingest.transaction import push
 
+    from odf_core.progress import progress
+
     ws = _workspace(args)
-    r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args), txn_id=args.txn_id)
+    size = Path(args.file).stat().st_size if args.file != "-" and Path(args.file).is_file() else 0
+    with progress(f"{args.dataset}: ingest", unit="files", total=1) as p:
+        r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args), txn_id=args.txn_id)
+        p.advance(1, size)
     if r.already_ingested:
         print(f"{args.dataset}: already ingested in block {r.block_hash} (transaction {args.txn_id}), head {r.head}")
     elif r.block_hash:
@@ -283,6 +312,11 @@ def cmd_tail(args) -> int:
     from odf_core.query import tail
 
     table = tail(_workspace(args).get(args.dataset), args.num_records)
+    if args.output == "json":
+        from odf_core.output import write_json_lines
+
+        write_json_lines(table.to_pylist(), sys.stdout)
+        return 0
     print(table.to_pandas().to_string(index=False) if table.num_rows else "(no records)")
     return 0
 
@@ -306,10 +340,14 @@ def cmd_explain(args) -> int:
 
 @command("sql")
 def cmd_sql(args) -> int:
-    from odf_core.query import sql
+    from odf_core.sql_shell import run_one, shell
 
-    table = sql(_workspace(args), args.query, _engine(args), limit=args.limit)
-    print(table.to_pandas().to_string(index=False) if table.num_rows else "(no rows)")
+    ws, engine = _workspace(args), _engine(args)
+    if args.query is not None and args.interactive:
+        run_one(ws, args.query, engine, args.limit, args.verbose, sys.stdout)
+    if args.query is None or args.interactive:
+        return shell(ws, engine, limit=args.limit, verbose=args.verbose)
+    run_one(ws, args.query, engine, args.limit, args.verbose, sys.stdout)
     return 0
 
 
@@ -419,6 +457,11 @@ def _spark_options(s: argparse.ArgumentParser) -> None:
                    help="a Spark setting when Spark runs in this process (repeatable)")
 
 
+def _output_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--output", "-o", choices=("table", "json"), default="table",
+                   help="json: JSON Lines, one object per line (for scripts)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="odf", description="Open Data Fabric datasets on Spark and Airflow")
     p.add_argument("--workspace", "-w", metavar="DIR",
@@ -436,10 +479,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also bring existing datasets in line with their snapshots: append changed sources, "
                           "transform (validated with Spark), info, license, attachments, schema, vocabulary")
     _spark_options(s)  # evolved transforms are validated with Spark
-    sub.add_parser("list", help="list datasets")
+    s = sub.add_parser("list", help="list datasets")
+    _output_option(s)
     s = sub.add_parser("log", help="show a dataset's metadata blocks, newest first")
     s.add_argument("dataset")
     s.add_argument("--limit", "-n", type=int)
+    _output_option(s)
     s = sub.add_parser("rename", help="rename a dataset")
     s.add_argument("dataset")
     s.add_argument("new_name")
@@ -484,13 +529,18 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("tail", help="the last records of a dataset")
     s.add_argument("dataset")
     s.add_argument("-n", "--num-records", type=int, default=10)
+    _output_option(s)
     s = sub.add_parser("explain", help="how a derivative's query is evaluated: per operator, incremental or full "
                        "and why")
     s.add_argument("dataset")
     _spark_options(s)
-    s = sub.add_parser("sql", help="run a read-only Spark SQL query over datasets by name")
-    s.add_argument("query")
-    s.add_argument("--limit", type=int, default=1000)
+    s = sub.add_parser("sql", help="read-only Spark SQL over datasets by name, as written (select * from my.data-set); "
+                       "without a query: statements from the terminal or stdin, one Spark session for all")
+    s.add_argument("query", nargs="?", help="one statement (default: read statements ending with ';' from stdin)")
+    s.add_argument("-i", "--interactive", action="store_true", help="read statements from stdin even with a query")
+    s.add_argument("--limit", type=int, default=1000, help="at most this many rows per statement (default 1000)")
+    s.add_argument("--verbose", "-v", action="store_true",
+                   help="after each result: row count, time, and the Spark application that served it")
     _spark_options(s)
 
     eng = sub.add_parser("engine", help="a long-lived Spark engine (the ODF engine protocol over gRPC)"
@@ -526,7 +576,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except BrokenPipeError:  # `odf --help | head -1`: argparse prints help before the command's own handling
+        return _closed_stdout()
     name = args.cmd + (f" {args.sub}" if getattr(args, "sub", None) else "")
     try:
         return COMMANDS[name](args)
@@ -536,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return 0
+        return _closed_stdout()
     except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the trace in a log file
         from odf_core.errors import disk_error, os_error_reason
 
@@ -554,6 +607,18 @@ def main(argv: list[str] | None = None) -> int:
         first = (str(e).strip().splitlines() or [""])[0]
         print(f"odf: error: internal error in '{name}': {type(e).__name__}: {first}{where}", file=sys.stderr)
         return 1
+
+
+def _closed_stdout() -> int:
+    """The reader of our stdout went away: stop quietly (Python would print a BrokenPipe trace at exit when it
+    flushes stdout again), as `git log | head` does."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (captured in tests)
+        pass
+    return 0
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from odf_core.chain import ChainState
 from odf_core.commit import commit_data, describe_slice
@@ -56,6 +57,9 @@ from odf_core.ingest.staging import atomic_write_text
 from odf_core.metadata import DatasetKind, Timestamp
 from odf_core.metadata.yaml_serde import to_data
 from odf_core.workspace import DatasetHandle, Workspace
+
+if TYPE_CHECKING:
+    from odf_core.progress import Progress
 
 log = logging.getLogger("odf.ingest")
 
@@ -569,8 +573,10 @@ def _cleanup_payload(txn: IngestTransaction) -> None:
 
 
 def pull(ws: Workspace, dataset: str, engine: Engine, *, once: bool = False,
-         options: FetchOptions | None = None, max_transactions: int = 10_000) -> list[StepResult]:
-    """Ingest until the source is up to date (or one transaction with ``once``), in one Spark session."""
+         options: FetchOptions | None = None, max_transactions: int = 10_000,
+         progress: "Progress | None" = None) -> list[StepResult]:
+    """Ingest until the source is up to date (or one transaction with ``once``), in one Spark session;
+    ``progress`` (:mod:`odf_core.progress`) counts the files fetched and their bytes."""
     results = []
     for _ in range(max_transactions):
         txn = begin(ws, dataset, source=POLLING)
@@ -579,12 +585,21 @@ def pull(ws: Workspace, dataset: str, engine: Engine, *, once: bool = False,
             if fetched.up_to_date:
                 results.append(commit(ws, txn))
                 break
+            if progress is not None:
+                progress.advance(len(fetched.files), sum(_size(f.path) for f in fetched.files))
             prepare(ws, txn)
             merge(ws, txn, engine, with_read=True)
             results.append(commit(ws, txn))
         if once or not fetched.has_more:
             break
     return results
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = None, engine: Engine,

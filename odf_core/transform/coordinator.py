@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import uuid
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
@@ -59,6 +60,9 @@ from odf_core.storage import DatasetLayout
 from odf_core.transform.engine_version import engine_version
 from odf_core.transform.inputs import all_slices_upto, blocks_between
 from odf_core.workspace import DatasetHandle, Workspace
+
+if TYPE_CHECKING:
+    from odf_core.progress import Progress
 
 log = logging.getLogger("odf.transform")
 
@@ -537,8 +541,9 @@ class VerifyReport:
         return f"verification failed at block {self.block}: {self.problem}"
 
 
-def verify(ws: Workspace, dataset: str, *, engine: Engine) -> VerifyReport:
-    """Re-execute every ``ExecuteTransform`` from its recorded inputs; compare logical hashes."""
+def verify(ws: Workspace, dataset: str, *, engine: Engine, progress: "Progress | None" = None) -> VerifyReport:
+    """Re-execute every ``ExecuteTransform`` from its recorded inputs; compare logical hashes. ``progress``
+    (:class:`odf_core.progress.Progress`) counts the transforms replayed."""
     from odf_core.chain.integrity import verify_integrity
     from odf_core.chain.state import fold
 
@@ -549,12 +554,16 @@ def verify(ws: Workspace, dataset: str, *, engine: Engine) -> VerifyReport:
     blocks = list(handle.chain.iter_blocks())[::-1]
     state = ChainState()
     checked = 0
+    if progress is not None:
+        progress.set_total(sum(1 for _, b in blocks if isinstance(b.event, ExecuteTransform)))
     with tempfile.TemporaryDirectory(prefix="odf-verify-") as tmp:
         for h, block in blocks:
             ev = block.event
             if isinstance(ev, ExecuteTransform):
                 problem = _reproduce(ws, handle, state, block, ev, tmp, engine)
                 checked += 1
+                if progress is not None:
+                    progress.advance(1, ev.new_data.size if ev.new_data else 0)
                 if problem:
                     return VerifyReport(False, checked, problem, str(h))
             state = fold(state, block, h)

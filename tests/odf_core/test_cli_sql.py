@@ -1,0 +1,83 @@
+"""``odf sql``: dataset names as written (dots, hyphens), a "did you mean" for unknown ones, and a shell that keeps
+one Spark session for every statement."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from odf_core.cli import main
+from odf_core.errors import OdfError
+from odf_core.query import resolve_names, split_statements
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOT = """
+kind: DatasetSnapshot
+version: 1
+content:
+  name: my.data-set
+  kind: Root
+  metadata:
+    - kind: AddPushSource
+      sourceName: app
+      read: {kind: NdJson, schema: ["city STRING", "v INT"]}
+      merge: {kind: Append}
+"""
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_names_are_quoted_where_unquoted_and_left_alone_elsewhere():
+    names = ["my.data-set", "cities"]
+    assert resolve_names("select a-1 from my.data-set d join cities c on d.city = c.city", names) == \
+        "select a-1 from `my.data-set` d join cities c on d.city = c.city"
+    untouched = "select 'my.data-set', extract(year from ts) from `my.data-set` -- my.data-set"
+    assert resolve_names(untouched, names) == untouched
+    assert resolve_names("with t as (select 1) select * from t, range(2)", names).endswith("from t, range(2)")
+    with pytest.raises(OdfError, match=r"^unknown dataset 'my\.data-sets' \(did you mean 'my\.data-set'\?\)$"):
+        resolve_names("select * from cities where x in (select x from my.data-sets)", names)
+    assert split_statements("select 1; select ';' as x;\nselect") == (["select 1", "select ';' as x"], "\nselect")
+
+
+@pytest.mark.spark
+def test_sql_takes_names_as_written_and_hints_unknown_ones(tmp_path, capsys, spark):
+    ws = str(tmp_path / ".odf")
+    (tmp_path / "s.yaml").write_text(SNAPSHOT)
+    data = tmp_path / "d.ndjson"
+    data.write_text('{"city": "Oslo", "v": 1}\n{"city": "Riga", "v": 2}\n')
+    assert run(capsys, "-w", ws, "init")[0] == 0
+    assert run(capsys, "-w", ws, "add", str(tmp_path / "s.yaml"))[0] == 0
+    assert run(capsys, "-w", ws, "ingest", "my.data-set", str(data))[0] == 0
+    code, out, err = run(capsys, "-w", ws, "sql", "select sum(v) as total from my.data-set")
+    assert (code, out.split()) == (0, ["total", "3"]), err
+    code, out, err = run(capsys, "-w", ws, "sql", "select * from my.dataset")
+    assert code == 1 and out == ""
+    assert err == "odf: error: unknown dataset 'my.dataset' (did you mean 'my.data-set'?)\n"
+
+
+@pytest.mark.spark
+def test_piped_statements_share_one_spark_session(tmp_path):
+    """Two statements piped into one ``odf sql``: both answered, by the same Spark application (one session)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    ws = str(tmp_path / ".odf")
+    subprocess.run([sys.executable, "-m", "odf_core.cli", "-w", ws, "init"], check=True, env=env,
+                   capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "odf_core.cli", "-w", ws, "sql", "--verbose", "--master", "local[1]",
+         "--conf", "spark.ui.enabled=false"],
+        input="select 40 + 2 as answer;\nselect 'b' as\n  second; select * from nope;\n", capture_output=True,
+        text=True, env=env, timeout=300)
+    assert proc.returncode == 1, proc.stderr  # the third statement failed; the shell went on and says so
+    assert "answer" in proc.stdout and "42" in proc.stdout and "second" in proc.stdout
+    assert "odf: error: unknown dataset 'nope'" in proc.stderr
+    apps = re.findall(r"^-- 1 row\(s\) in [\d.]+ s, Spark application (\S+)$", proc.stdout, re.M)
+    assert len(apps) == 2 and apps[0] == apps[1], proc.stdout
