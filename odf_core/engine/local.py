@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from odf_core.engine.base import Engine, EngineError
 from odf_core.engine.protocol import EngineRequest, EngineResponse
@@ -20,6 +21,45 @@ def spark_env() -> dict[str, str]:
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     return env
+
+
+def driver_log_file() -> Path | None:
+    """``<log dir>/spark-driver.log``, or None when the directory cannot be made."""
+    from odf_core.engine.base import log_dir
+
+    target = log_dir() / "spark-driver.log"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return target
+
+
+def quiet_driver_log() -> dict[str, str]:
+    """Spark's own log (start-up warnings included) to the driver log file instead of the console."""
+    target = driver_log_file()
+    if target is None:
+        return {}  # nowhere to write it: Spark's default (the console) rather than no log at all
+    config = Path(__file__).with_name("log4j2-driver.properties")
+    return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={config.as_uri()} -Dodf.spark.log={target}"}
+
+
+@contextmanager
+def jvm_stderr_to(path: Path | None) -> Iterator[None]:
+    """The JVM that starts in this block inherits ``path`` as its stderr: what the JVM itself prints there (module
+    warnings, a Java trace of a crash) lands in the log file, not on the user's console."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as f:
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 @dataclass
@@ -37,7 +77,9 @@ class LocalEngine(Engine):
             except ImportError:
                 raise EngineError("cannot start Spark: pyspark is not installed") from None
             try:
-                self._session = create_session("odf", self.master, {**DRIVER_CONF, **self.conf})
+                with jvm_stderr_to(driver_log_file()):
+                    self._session = create_session("odf", self.master, {**DRIVER_CONF, **quiet_driver_log(),
+                                                                        **self.conf})
             except Exception as e:  # noqa: BLE001 - JVM start failures surface as various exception types
                 raise EngineError(f"cannot start Spark in-process: {str(e).splitlines()[0]}") from None
             # This console is the user's: a failed task (bad input, a full disk) must not put Spark's ERROR log with

@@ -67,7 +67,8 @@ def test_sql_takes_names_as_written_and_hints_unknown_ones(tmp_path, capsys, spa
 def test_piped_statements_share_one_spark_session(tmp_path):
     """Two statements piped into one ``odf sql``: both answered, by the same Spark application (one session)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+           "ODF_LOG_DIR": str(tmp_path / "logs")}
     ws = str(tmp_path / ".odf")
     subprocess.run([sys.executable, "-m", "odf_core.cli", "-w", ws, "init"], check=True, env=env,
                    capture_output=True)
@@ -81,3 +82,7 @@ def test_piped_statements_share_one_spark_session(tmp_path):
     assert "odf: error: unknown dataset 'nope'" in proc.stderr
     apps = re.findall(r"^-- 1 row\(s\) in [\d.]+ s, Spark application (\S+)$", proc.stdout, re.M)
     assert len(apps) == 2 and apps[0] == apps[1], proc.stdout
+    # Spark's start-up log (NativeCodeLoader, log4j profile...) goes to the log file, not the user's console
+    assert [line.split(" (")[0] for line in proc.stderr.strip().splitlines()] == ["odf: error: unknown dataset 'nope'"], \
+        proc.stderr
+    assert "NativeCodeLoader" in (tmp_path / "logs" / "spark-driver.log").read_text()
