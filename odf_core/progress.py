@@ -2,8 +2,8 @@
 
 One implementation for every command, so they look and behave alike. On a terminal (stderr is a TTY) it draws a
 rich progress bar with counts (files, objects, blocks, rows), bytes and bytes per second; piped or in an Airflow
-task log, it writes one plain line at start, at most every ``interval`` seconds while running and at the end, so
-logs stay short and greppable. ``ODF_PROGRESS=never|always|auto`` overrides the detection (tests use ``always``).
+task log, it writes a plain line at most every ``interval`` seconds while running and a summary at the end, so logs
+stay short and greppable (and a failure's error stays one line). ``ODF_PROGRESS=never|always|auto`` overrides the detection (tests use ``always``).
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class Progress:
 
 
 class _LineRenderer:
-    """Plain lines for logs and pipes: start, every ``interval`` seconds, end."""
+    """Plain lines for logs and pipes: every ``interval`` seconds while running, and a summary when done. Work that
+    fails prints no line of its own, so its error stays the one line a failure gives."""
 
     def __init__(self, stream: IO[str], interval: float) -> None:
         self.stream = stream
@@ -91,7 +92,6 @@ class _LineRenderer:
 
     def start(self, p: Progress) -> None:
         self._last = time.monotonic()
-        print(f"{p.label}: started", file=self.stream, flush=True)
 
     def update(self, p: Progress) -> None:
         now = time.monotonic()
@@ -100,7 +100,8 @@ class _LineRenderer:
             print(p.summary(), file=self.stream, flush=True)
 
     def stop(self, p: Progress, ok: bool) -> None:
-        print(p.summary() + ("" if ok else " (interrupted)"), file=self.stream, flush=True)
+        if ok:
+            print(p.summary(), file=self.stream, flush=True)
 
 
 class _RichRenderer:

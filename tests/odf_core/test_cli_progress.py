@@ -67,7 +67,7 @@ def test_pull_ingest_verify_report_progress(tmp_path, capsys, monkeypatch, spark
     code, out, err = run(capsys, "-w", ws, "pull", "cities")
     assert code == 0 and "cities: 2 records" in out and "cities: 1 records" in out, err
     lines = err.splitlines()
-    assert lines[0] == "cities: fetch: started"
+    assert not any("started" in line for line in lines)  # no noise: a line every 5 s at most, then the summary
     size = sum(p.stat().st_size for p in src.iterdir())
     assert lines[-1].startswith(f"cities: fetch: 2 files, {size} B (")  # both files, their bytes and the rate
 
