@@ -17,7 +17,7 @@ from odf_core.workspace import Workspace
 from ..chain.builders import new_root
 
 REPO = Path(__file__).resolve().parents[3]
-WORKERS, COMMITS = 6, 3
+WORKERS, COMMITS = 4, 3
 
 
 def test_concurrent_writers_leave_a_linear_chain(s3_server) -> None:
