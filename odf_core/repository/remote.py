@@ -53,15 +53,18 @@ class RemoteDataset:
     def writable(self) -> bool:
         return not self.url.lower().startswith(("http://", "https://"))
 
-    def reader(self) -> ObjectStore | HttpDataset:
+    def _options(self, storage_options: dict | None) -> dict:
+        return dict(storage_options or {}) if self.url.lower().startswith(("s3://", "s3a://")) else {}
+
+    def reader(self, storage_options: dict | None = None) -> ObjectStore | HttpDataset:
         if not self.writable:
             return HttpDataset(self.url)
-        return ObjectStore.open(self.url)
+        return ObjectStore.open(self.url, **self._options(storage_options))
 
-    def writer(self) -> ObjectStore:
+    def writer(self, storage_options: dict | None = None) -> ObjectStore:
         if not self.writable:
             raise OdfError(f"{self.url}: http(s) repositories are read-only: push to a file:// or s3:// location")
-        return ObjectStore.open(self.url)
+        return ObjectStore.open(self.url, **self._options(storage_options))
 
 
 def resolve(text: str, repos: dict[str, str]) -> RemoteDataset:

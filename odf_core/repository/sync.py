@@ -21,22 +21,23 @@ def resolve_remote(ws: Workspace, text: str) -> RemoteDataset:
     return resolve(text, RepoRegistry(ws.store).all())
 
 
-def push(ws: Workspace, dataset: str, to: str | None = None, *, force: bool = False,
-         workers: int = WORKERS) -> SyncResult:
-    """Send ``dataset``'s missing objects to ``to`` (or its remembered remote), then move the remote's head."""
+def push(ws: Workspace, dataset: str, to: str | None = None, *, force: bool = False, workers: int = WORKERS,
+         storage_options: dict | None = None) -> SyncResult:
+    """Send ``dataset``'s missing objects to ``to`` (or its remembered remote), then move the remote's head.
+    ``storage_options``: credentials/endpoint of an ``s3://`` remote (default: the ``AWS_*`` variables)."""
     handle = ws.get(dataset)
     target_text = to or remote_of(handle.store)
     if target_text is None:
         raise OdfError(f"dataset '{handle.name}' has no remote: push it with --to URL or --to REPO/NAME")
     remote = resolve_remote(ws, target_text)
-    result = sync(handle.store, remote.writer(), force=force, workers=workers, label=f"push {handle.name}")
+    result = sync(handle.store, remote.writer(storage_options), force=force, workers=workers, label=f"push {handle.name}")
     if remote_of(handle.store) is None:
         remember_remote(handle.store, remote.url)
     return result
 
 
 def pull_remote(ws: Workspace, source: str, as_name: str | None = None, *, force: bool = False,
-                workers: int = WORKERS) -> tuple[str, SyncResult]:
+                workers: int = WORKERS, storage_options: dict | None = None) -> tuple[str, SyncResult]:
     """Bring the remote dataset ``source`` into the workspace as ``as_name``; returns (local name, result)."""
     remote = resolve_remote(ws, source)
     name = DatasetName(as_name) if as_name else DatasetName(remote.name)
@@ -53,7 +54,7 @@ def pull_remote(ws: Workspace, source: str, as_name: str | None = None, *, force
         state = chain.state()
         return state if state.head == head else chain.state_at(head)
 
-    result = sync(remote.reader(), store, force=force, workers=workers, label=f"pull {name}", base_state=base_state)
+    result = sync(remote.reader(storage_options), store, force=force, workers=workers, label=f"pull {name}", base_state=base_state)
     if remote_of(store) != remote.url:
         remember_remote(store, remote.url)
     ws.get(str(name)).state()  # refresh the cached state now, not at the next command
