@@ -37,6 +37,7 @@ HEAD = DatasetLayout.head_ref
 WORKERS = 16
 IN_MEMORY_BYTES = 64 << 20  # objects up to this size are copied through memory, larger ones through a temp file
 CHUNK = 4 << 20
+PREFETCH_MIN = 32  # new blocks from which a listing plus parallel block reads beat walking one block at a time
 TRANSFER_CRASH_POINTS = ("transfer.after_object",)
 
 
@@ -115,6 +116,18 @@ class _Transfer:
         self.copied = self.present = self.nbytes = 0
         self.scheduled: set[str] = set()
         self.progress = None
+        self.prefetched: dict[str, Future] = {}
+        self.known: dict[str, bytes] = {}  # blocks already read (the source's head)
+
+    def prefetch(self, pool: ThreadPoolExecutor, src_seq: int, dst_seq: int) -> None:
+        """Fetch the source's new blocks in parallel ahead of the walk, when there are many and the source can list
+        its keys: the walk then costs one round trip per block no more (it still checks every hash)."""
+        if src_seq - dst_seq < PREFETCH_MIN or self.src.is_local or not isinstance(self.src, ObjectStore):
+            return
+        have = set(self.dst.list(DatasetLayout.BLOCKS)) if dst_seq >= 0 else set()
+        for key in self.src.list(DatasetLayout.BLOCKS):  # keys relative to the dataset: blocks/<hash>
+            if key not in have and key not in self.known:
+                self.prefetched[key] = pool.submit(self.src.get, key)
 
     # -- reading blocks ---------------------------------------------------------------------------------------------
 
@@ -126,6 +139,14 @@ class _Transfer:
                 raw = self.dst.get(key)
             except ObjectNotFound:
                 pass
+        fetched = self.prefetched.pop(key, None) if store is self.src else None
+        if raw is None and store is self.src:
+            raw = self.known.get(key)
+        if raw is None and fetched is not None:
+            try:
+                raw = fetched.result()
+            except ObjectNotFound:
+                raw = None
         if raw is None:
             try:
                 raw = store.get(key)
@@ -243,6 +264,9 @@ def sync(src: Source, dst: ObjectStore, *, force: bool = False, workers: int = W
     replace = False  # True: the destination's head is not an ancestor (forced): walk to the Seed
     with progress(label, unit="objects") as p, ThreadPoolExecutor(workers, thread_name_prefix="odf-transfer") as pool:
         t.progress = p
+        src_head_raw, src_head_block = t.read_block(src, src_head)
+        t.known[DatasetLayout.block_key(src_head)] = src_head_raw
+        t.prefetch(pool, src_head_block.sequence_number, dst_seq)
         futures: list[Future] = []
         total = 0
         try:
@@ -261,8 +285,8 @@ def sync(src: Source, dst: ObjectStore, *, force: bool = False, workers: int = W
                 new.append((h, block))
                 total += 1 + len(_objects_of(block))
                 p.set_total(total)
-                futures.append(pool.submit(t.copy_block, h, raw, block))
-                if len(futures) > 4 * workers:  # surface a failure early and keep the queue short
+                futures.append(pool.submit(t.copy_block, h, raw, block))  # copy while walking
+                if len(futures) > 4 * workers:  # surface a failure early
                     futures = _reap(futures)
                 expected_seq = block.sequence_number - 1
                 h = block.prev_block_hash
@@ -274,9 +298,11 @@ def sync(src: Source, dst: ObjectStore, *, force: bool = False, workers: int = W
             for f in done:
                 f.result()
         except BaseException:
-            for f in futures:
+            for f in [*futures, *t.prefetched.values()]:
                 f.cancel()
             raise
+        for f in t.prefetched.values():  # blocks the walk did not need (older orphans): not waited for
+            f.cancel()
         try:
             dst.compare_and_swap_ref(HEAD, str(dst_head) if dst_head else None, str(src_head))
         except RefConflict as e:
