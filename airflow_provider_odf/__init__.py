@@ -30,7 +30,7 @@ def get_provider_info() -> dict:
             }
         ],
         "hooks": _modules("hooks.odf"),
-        "operators": _modules("operators.ingest", "operators.transform"),
+        "operators": _modules("operators.ingest", "operators.transform", "operators.repository"),
         "sensors": _modules("sensors.odf"),
         "triggers": _modules("triggers.odf"),
         "asset-uris": [
@@ -67,6 +67,13 @@ def get_provider_info() -> dict:
                         "description": 'Spark job options, e.g. {"conf": {"spark.executor.memory": "2g"}, '
                         '"timeout_s": 3600}.',
                         "schema": {"type": ["object", "null"], "format": "json"},
+                    },
+                    "aws_conn_id": {
+                        "label": "AWS connection id",
+                        "description": "An 'aws' connection with the S3 key id/secret (login/password) and extra "
+                        "endpoint_url/region_name, for an s3:// workspace and s3:// repositories. Empty: the "
+                        "worker's AWS_* variables.",
+                        "schema": {"type": ["string", "null"]},
                     },
                     "storage_options": {
                         "label": "Storage options (JSON)",

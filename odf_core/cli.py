@@ -245,11 +245,14 @@ def _fetch_options(args):
 def cmd_pull(args) -> int:
     from odf_core.ingest.transaction import pull
     from odf_core.progress import progress
+    from odf_core.repository.cli_support import pull_remotes
 
     ws = _workspace(args)
+    names = pull_remotes(ws, args.datasets, as_name=args.as_name, force=args.force, recursive=args.recursive)
+    if not names:
+        return 0
     engine = _engine(args)
     options = _fetch_options(args)
-    names = args.datasets
     if args.recursive:
         from odf_core.transform.coordinator import upstream_order
 
@@ -285,6 +288,44 @@ def cmd_pull(args) -> int:
             else:
                 print(f"{name}: up to date")
     return 0
+
+
+# -- repositories (odf_core.repository) ----------------------------------------------------------------------------
+
+
+@command("push")
+def cmd_push(args) -> int:
+    from odf_core.repository.cli_support import push_datasets
+
+    return push_datasets(_workspace(args), args.datasets, to=args.to, force=args.force)
+
+
+@command("repo add")
+def cmd_repo_add(args) -> int:
+    from odf_core.repository.cli_support import repo_add
+
+    return repo_add(_workspace(args), args.name, args.url)
+
+
+@command("repo list")
+def cmd_repo_list(args) -> int:
+    from odf_core.repository.cli_support import repo_list
+
+    return repo_list(_workspace(args))
+
+
+@command("repo delete")
+def cmd_repo_delete(args) -> int:
+    from odf_core.repository.cli_support import repo_delete
+
+    return repo_delete(_workspace(args), args.name)
+
+
+@command("serve")
+def cmd_serve(args) -> int:
+    from odf_core.repository.cli_support import serve
+
+    return serve(_workspace(args), args.host, args.port)
 
 
 @command("ingest")
@@ -508,7 +549,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", help="a DatasetSnapshot YAML holding the new SetTransform")
     _spark_options(s)
 
-    s = sub.add_parser("pull", help="ingest root datasets until up to date / run derivative transformations")
+    s = sub.add_parser("pull", help="ingest root datasets until up to date / run derivative transformations / "
+                                    "sync a replica from URL, REPO/NAME or its remote")
     s.add_argument("datasets", nargs="+")
     s.add_argument("--once", action="store_true", help="at most one transaction per dataset")
     s.add_argument("--recursive", action="store_true", help="bring all upstream datasets up to date first")
@@ -518,6 +560,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an HTTP download slower than BYTES/s over the stall window is abandoned "
                         "(default 1024; 0: never)")
     s.add_argument("--fetch-stall-window", type=_seconds, metavar="S", help="window of --fetch-min-rate (default 60)")
+    s.add_argument("--as", dest="as_name", metavar="NAME", help="local name of a dataset pulled from a URL or REPO/NAME")
+    s.add_argument("--force", action="store_true", help="replace a local replica that diverged from its remote")
+    s = sub.add_parser("push", help="send datasets to a repository (only missing objects; the remote head last)")
+    s.add_argument("datasets", nargs="+")
+    s.add_argument("--to", metavar="URL|REPO/NAME", help="target (default: the dataset's remembered remote)")
+    s.add_argument("--force", action="store_true", help="overwrite a remote head that is not an ancestor of ours")
+    repo = sub.add_parser("repo", help="named repositories (file://, s3://, http(s)://)").add_subparsers(
+        dest="sub", required=True)
+    s = repo.add_parser("add", help="register a repository")
+    s.add_argument("name")
+    s.add_argument("url")
+    repo.add_parser("list", help="list repositories")
+    s = repo.add_parser("delete", help="forget a repository")
+    s.add_argument("name")
+    s = sub.add_parser("serve", help="serve the workspace as a read-only HTTP repository (odf pull http://...)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free port)")
     _spark_options(s)
     s = sub.add_parser("ingest", help="push a file (or - for stdin) into a root dataset's push source")
     s.add_argument("dataset")

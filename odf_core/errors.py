@@ -69,6 +69,18 @@ class RefConflict(OdfError):
         )
 
 
+class DatasetChanged(RefConflict):
+    """Another writer committed to the dataset after this transaction was planned on its old head."""
+
+    def __init__(self, dataset: str, expected: str | None, actual: str | None):
+        super().__init__("refs/head", expected, actual)
+        self.dataset = dataset
+        self.args = (f"dataset '{dataset}' changed concurrently (head now {actual or '<none>'}); retry",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 class DatasetNotFound(OdfError):
     pass
 

@@ -85,3 +85,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         tr.write_line(f"    {r.nodeid}")
     tr.write_line(f"To test these paths: {PODMAN_INSTALL}", bold=True)
     tr.write_sep("!", red=True, bold=True)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """One moto S3 server on loopback for the whole session (tests/s3_server.py); the AWS_* variables point at it
+    for this process and its children while the session runs."""
+    from tests.s3_server import start_s3_server
+
+    server = start_s3_server()
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                            "AWS_DEFAULT_REGION", "AWS_PROFILE")}
+    os.environ.update({k: v for k, v in server.env({}).items()})
+    os.environ.pop("AWS_PROFILE", None)
+    yield server
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    server.stop()

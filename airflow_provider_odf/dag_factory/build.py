@@ -3,7 +3,8 @@
 Layouts:
 
 * root with a polling source: ``odf__<name>`` on its schedule — [sensor →] fetch → prepare → read → merge →
-  commit [→ verify]; commit emits the dataset's Asset.
+  commit [→ verify] [→ push_to_repository]; commit emits the dataset's Asset (push_to: after each commit the
+  dataset is pushed to a repository).
 * root with push sources only (or no source yet): ``odf__<name>`` without schedule, triggered with
   ``{"path": ..., "source": ...}`` — push [→ verify]; push emits the Asset. (Nothing to poll: data arrives when
   someone pushes it, e.g. through the REST API.)
@@ -31,6 +32,7 @@ from airflow_provider_odf.operators.ingest import (
     OdfPushIngestOperator,
     OdfReadOperator,
 )
+from airflow_provider_odf.operators.repository import OdfRepositorySyncOperator
 from airflow_provider_odf.operators.transform import OdfSyncOperator, OdfTransformOperator, OdfVerifyOperator
 from airflow_provider_odf.sensors.odf import OdfSourceSensor
 
@@ -80,9 +82,13 @@ class Builder:
         return dict(outlets=[self._asset(d.name)])
 
     def _verify(self, d: DatasetPlan, s: DagSettings) -> list[Any]:
-        if s.verify == "none":
-            return []
-        return [OdfVerifyOperator(task_id="verify", mode=s.verify, **self._common(d, s))]
+        tasks: list[Any] = []
+        if s.verify != "none":
+            tasks.append(OdfVerifyOperator(task_id="verify", mode=s.verify, **self._common(d, s)))
+        if s.push_to:  # after the commit and its verification: only verified heads leave the workspace
+            tasks.append(OdfRepositorySyncOperator(task_id="push_to_repository", direction="push",
+                                                   remote=f"{s.push_to}/{d.name}", **self._common(d, s)))
+        return tasks
 
     def polling_tasks(self, d: DatasetPlan, s: DagSettings, *, sensor: bool) -> list[Any]:
         c = self._common(d, s)

@@ -10,6 +10,7 @@
         schedule: "0 * * * *"
         pool: spark
         fetch_options: {glob_batch: true}   # how the fetch step runs (odf_core.ingest.FetchOptions)
+        push_to: s3://bucket/repo            # after each commit (and verify) push to s3://bucket/repo/<dataset>
 
 A broken ``defaults`` section fails the whole DAG file (no DAG could be trusted: which workspace, which
 schedule?); a broken per-dataset section only stops that dataset's DAG.
@@ -124,6 +125,19 @@ def _fetch_options(v: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(out.items()))
 
 
+_REPO = re.compile(r"(?:(?:file|s3|https?)://\S+|[A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _push_to(v: Any) -> str | None:
+    """A repository: a URL (file://, s3://; the dataset goes to URL/<name>) or a name from 'odf repo add'."""
+    if v is None:
+        return None
+    if not isinstance(v, str) or not _REPO.fullmatch(v.strip()) or v.strip().lower().startswith("http"):
+        raise _Bad("expected a repository URL (file://…, s3://…) or the name of a repository added with "
+                   "'odf repo add'")
+    return v.strip().rstrip("/")
+
+
 def _namespace(v: Any) -> str:
     v = _str(v)
     if not re.match(r"^[A-Za-z0-9._~-]+$", v):
@@ -149,6 +163,7 @@ class DagSettings:
     sensor_timeout: float = 600.0
     asset_trigger: str = "any"  # any | all (derivatives: one updated input is enough, or all of them)
     fetch_options: tuple[tuple[str, Any], ...] = ()  # polling roots: FetchOptions fields, e.g. glob_batch
+    push_to: str | None = None  # a repository (URL or registered name): push the dataset there after each commit
 
 
 @dataclass(frozen=True)
@@ -179,7 +194,7 @@ _DAG_FIELDS: dict[str, Callable[[Any], Any]] = {
     "tags": _tags, "spark_conn_id": _opt_str, "execution_timeout": _opt_seconds,
     "verify": _one_of("integrity", "full", "none"), "sensor": _one_of("deferrable", "reschedule", "poke", "none"),
     "sensor_poke_interval": _seconds, "sensor_timeout": _seconds, "asset_trigger": _one_of("any", "all"),
-    "fetch_options": _fetch_options,
+    "fetch_options": _fetch_options, "push_to": _push_to,
 }
 _FOLDER_FIELDS: dict[str, Callable[[Any], Any]] = {
     "odf_conn_id": _str, "asset_namespace": _namespace, "whole_graph": _bool, "sync_schedule": _opt_str,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
@@ -51,6 +51,7 @@ class OdfSettings:
     spark_conn_id: str | None = None
     engine_options: dict[str, Any] = field(default_factory=dict)
     engine_url: str | None = None  # a long-lived engine (``odf engine serve``): grpc://HOST:PORT
+    aws_conn_id: str | None = None  # an ``aws`` connection: S3 credentials/endpoint of the workspace and remotes
 
 
 # -- pure parsing of Connection objects (no Airflow state) --------------------------------------------------------
@@ -134,7 +135,29 @@ def odf_settings(conn: Any) -> OdfSettings:
             raise OdfConnectionError(f"connection '{cid}': engine_url must look like grpc://HOST:PORT, got "
                                      f"{engine_url!r}")
         engine_url = engine_url.strip()
-    return OdfSettings(cid, workspace, storage, (spark_conn_id or "").strip() or None, engine, engine_url or None)
+    aws_conn_id = _field(extra, "odf", "aws_conn_id")
+    if aws_conn_id is not None and not isinstance(aws_conn_id, str):
+        raise OdfConnectionError(f"connection '{cid}': aws_conn_id must be a string, got {aws_conn_id!r}")
+    return OdfSettings(cid, workspace, storage, (spark_conn_id or "").strip() or None, engine, engine_url or None,
+                       (aws_conn_id or "").strip() or None)
+
+
+def aws_storage_options(conn: Any) -> dict[str, Any]:
+    """S3 options from an Airflow ``aws`` connection, read without the Amazon provider: login/password are the key
+    id and secret; extra ``endpoint_url``, ``region_name`` and ``aws_session_token`` as the Amazon provider names
+    them. Unset values stay unset (boto3 then falls back to the worker's ``AWS_*`` variables)."""
+    extra = _extra(conn)
+    options: dict[str, Any] = {}
+    if conn.login:
+        options["key"] = conn.login
+    if conn.password:
+        options["secret"] = conn.password
+    endpoint = extra.get("endpoint_url") or (extra.get("service_config", {}).get("s3", {}) or {}).get("endpoint_url")
+    for name, value in (("endpoint_url", endpoint), ("region", extra.get("region_name")),
+                        ("token", extra.get("aws_session_token"))):
+        if value:
+            options[name] = value
+    return options
 
 
 def _submit_binary(conn_id: str, value: Any) -> str:
@@ -231,8 +254,20 @@ class OdfHook(BaseHook):
 
     def settings(self) -> OdfSettings:
         if self._settings is None:
-            self._settings = odf_settings(self._connection(self.odf_conn_id, "odf connection"))
+            settings = odf_settings(self._connection(self.odf_conn_id, "odf connection"))
+            if settings.aws_conn_id and _is_s3(settings.workspace):
+                aws = aws_storage_options(self._connection(settings.aws_conn_id, "aws connection"))
+                settings = replace(settings, storage_options={**aws, **settings.storage_options})
+            self._settings = settings
         return self._settings
+
+    def s3_options(self) -> dict[str, Any]:
+        """Credentials/endpoint for ``s3://`` remotes: the ``aws_conn_id`` connection's, else an S3 workspace's
+        own options, else none (the worker's ``AWS_*`` variables)."""
+        settings = self.settings()
+        if settings.aws_conn_id:
+            return aws_storage_options(self._connection(settings.aws_conn_id, "aws connection"))
+        return dict(settings.storage_options) if _is_s3(settings.workspace) else {}
 
     def _spark_conn_id(self, settings: OdfSettings) -> tuple[str | None, str]:
         if self.spark_conn_id:
@@ -278,12 +313,25 @@ class OdfHook(BaseHook):
         return self.get_workspace()
 
     def test_connection(self) -> tuple[bool, str]:
+        """Reach the workspace and the Spark settings; on S3 also probe that the store honours conditional writes
+        (without them concurrent commits could lose one another) and say so."""
         try:
             ws = self.get_workspace()
             self.spark_settings()
-            return True, f"workspace {ws.url}: {len(ws.list())} datasets"
+            message = f"workspace {ws.url}: {len(ws.list())} datasets"
+            if _is_s3(ws.url):
+                ok, how = ws.store.fs.probe_conditional_writes(ws.store.root)
+                if not ok:
+                    return False, (f"{message}; the store does NOT honour conditional writes ({how}): concurrent "
+                                   "commits could be lost")
+                message += f"; {how}"
+            return True, message
         except Exception as e:
             return False, str(e)
+
+
+def _is_s3(url: str) -> bool:
+    return url.lower().startswith(("s3://", "s3a://"))
 
 
 def _open_workspace(settings: OdfSettings, *, create: bool) -> "Workspace":

@@ -8,10 +8,12 @@ from airflow_provider_odf.operators.ingest import (
     OdfPushIngestOperator,
     OdfReadOperator,
 )
+from airflow_provider_odf.operators.repository import OdfRepositorySyncOperator
 from airflow_provider_odf.operators.transform import OdfSyncOperator, OdfTransformOperator, OdfVerifyOperator
 
 __all__ = [
     "OdfBaseOperator", "OdfCommittingOperator", "txn_id",
     "OdfFetchOperator", "OdfPrepareOperator", "OdfReadOperator", "OdfMergeOperator", "OdfCommitOperator",
     "OdfPushIngestOperator", "OdfTransformOperator", "OdfVerifyOperator", "OdfSyncOperator",
+    "OdfRepositorySyncOperator",
 ]

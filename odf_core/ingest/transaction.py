@@ -42,7 +42,7 @@ from odf_core.engine.protocol import (
     MergePhase,
     ReadPhase,
 )
-from odf_core.errors import OdfError, RefConflict, os_errors
+from odf_core.errors import DatasetChanged, OdfError, RefConflict, os_errors
 from odf_core.identity import Multihash
 from odf_core.dataset_files import checkpoint_path, engine_path
 from odf_core.ingest.checkpoint import serves as checkpoint_serves
@@ -509,15 +509,18 @@ def _commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
         watermark = Timestamp.parse(merged["maxEventTime"])
         if state.last_watermark is not None and watermark < state.last_watermark:
             watermark = state.last_watermark
-    block = commit_data(
-        handle.chain,
-        base_head=Multihash.parse(txn.base_head) if txn.base_head else None,
-        slice_file=slice_file,
-        checkpoint_path=checkpoint if os.path.exists(checkpoint) else None,
-        system_time=txn.time,
-        new_watermark=watermark,
-        source_state=source_state,
-    )
+    try:
+        block = commit_data(
+            handle.chain,
+            base_head=Multihash.parse(txn.base_head) if txn.base_head else None,
+            slice_file=slice_file,
+            checkpoint_path=checkpoint if os.path.exists(checkpoint) else None,
+            system_time=txn.time,
+            new_watermark=watermark,
+            source_state=source_state,
+        )
+    except RefConflict as e:  # the merge was planned on the old head (Ledger keys, Snapshot state): not re-planned here
+        raise DatasetChanged(str(handle.name), e.expected, e.actual) from None
     st = handle.state()
     iv = slice_file.data_slice.offset_interval if slice_file else None
     result = StepResult(
@@ -629,7 +632,7 @@ def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = 
         head = _handle(ws, txn).chain.head()
         if (str(head) if head else None) != txn.base_head:
             # someone appended while we merged: the slice no longer fits; a retry plans again on the new head
-            raise RefConflict("refs/head", txn.base_head, str(head) if head else None)
+            raise DatasetChanged(txn.dataset, txn.base_head, str(head) if head else None)
     return commit(ws, txn)
 
 

@@ -6,7 +6,9 @@ fsspec does not give uniformly, so they are implemented here per backend kind:
 * ``LocalBackend`` (plain paths, ``file://``): temp file + fsync + ``link``/``rename`` and an ``flock``-guarded
   compare-and-swap. Safe across threads and processes on one host (and on NFS where ``flock`` is honoured).
 * ``MemoryBackend`` (``memory://``): one process-wide lock; the store itself lives in this process only.
-* ``RemoteBackend`` (``s3://``, ``gs://``, … any other fsspec file system): objects are written with one PUT, which
+* ``S3Backend`` (``s3://``, in ``odf_core.storage.s3``): conditional PUTs (``If-None-Match: *`` to create,
+  ``If-Match: <etag>`` to move a ref): a real compare-and-swap on the store, safe across hosts.
+* ``RemoteBackend`` (``gs://``, … any other fsspec file system): objects are written with one PUT, which
   object stores make visible atomically. ``put_if_absent`` is check-then-PUT: two writers racing on the same
   content-addressed key both write identical bytes, which is harmless. There is no atomic compare-and-swap here
   (it would need conditional writes, ``If-Match``/``If-None-Match``, which fsspec does not expose uniformly), so

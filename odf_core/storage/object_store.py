@@ -59,9 +59,10 @@ class ObjectStore:
     @classmethod
     def open(cls, url_or_path: str | os.PathLike[str], *, unsafe_ref_updates: bool = False,
              **storage_options: Any) -> "ObjectStore":
-        """Open the store at a local path, ``file://``, ``memory://`` or any fsspec URL.
+        """Open the store at a local path, ``file://``, ``memory://``, ``s3://`` or any fsspec URL.
 
-        ``storage_options`` go to the fsspec file system (credentials, endpoint, …). ``unsafe_ref_updates`` allows
+        ``storage_options`` go to the fsspec file system (credentials, endpoint, …); for ``s3://`` they are
+        ``endpoint_url``, ``key``, ``secret``, ``token``, ``region`` (unset: the standard ``AWS_*`` variables). ``unsafe_ref_updates`` allows
         non-atomic ref updates on backends without compare-and-swap (object stores); see ``backends``.
         """
         text = os.fspath(url_or_path) if isinstance(url_or_path, (str, os.PathLike)) else None
@@ -70,6 +71,12 @@ class ObjectStore:
         if "://" not in text and "::" not in text:
             fs: AbstractFileSystem = LocalFileSystem(**storage_options)
             root = text
+        elif text.startswith(("s3://", "s3a://")):  # conditional writes: a real CAS on refs (see storage.s3)
+            from odf_core.storage.s3 import S3Backend, S3FileSystem, S3Settings
+
+            s3 = S3FileSystem(S3Settings.from_options(storage_options))
+            root = s3._strip_protocol(text).rstrip("/")
+            return cls(s3, root, S3Backend(s3))
         else:
             try:
                 fs, root = url_to_fs(text, **storage_options)
@@ -430,7 +437,8 @@ class ObjectStore:
         """Set ref ``name`` to ``new`` if it currently holds ``expected`` (None = must not exist yet).
 
         Raises :class:`~odf_core.errors.RefConflict` (with the actual value) otherwise. The value is written with
-        no trailing newline. Atomic across processes on local stores, across threads on ``memory://``; on other
+        no trailing newline. Atomic across processes on local stores and S3 (conditional writes), across threads on
+        ``memory://``; on other
         backends raises :class:`UnsafeRefUpdate` unless opened with ``unsafe_ref_updates=True``.
         """
         path = self._write_path(name)

@@ -1,0 +1,63 @@
+"""Named repositories of a workspace (``repos.yaml`` at its root) and the remote each dataset syncs with
+(``info/remote`` in the dataset: it moves with the dataset on rename and goes with it on delete)."""
+from __future__ import annotations
+
+import yaml
+
+from odf_core.errors import OdfError
+from odf_core.repository.remote import check_repo_name, check_url
+from odf_core.storage import DatasetLayout, ObjectNotFound, ObjectStore
+
+REPOS_KEY = "repos.yaml"
+REMOTE_KEY = DatasetLayout.info_key("remote")
+
+
+class RepoRegistry:
+    """``odf repo add|list|delete``: name -> URL, stored in the workspace."""
+
+    def __init__(self, store: ObjectStore):
+        self.store = store
+
+    def all(self) -> dict[str, str]:
+        try:
+            raw = self.store.get(REPOS_KEY)
+        except ObjectNotFound:
+            return {}
+        try:
+            data = yaml.safe_load(raw) or {}
+        except yaml.YAMLError as e:
+            raise OdfError(f"{self.store.url}/{REPOS_KEY}: not valid YAML: {str(e).splitlines()[0]}") from None
+        repos = data.get("repositories") if isinstance(data, dict) else None
+        if not isinstance(repos, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in repos.items()):
+            raise OdfError(f"{self.store.url}/{REPOS_KEY}: repositories: expected a mapping of name to URL")
+        return dict(repos)
+
+    def _save(self, repos: dict[str, str]) -> None:
+        self.store.put(REPOS_KEY, yaml.safe_dump({"repositories": dict(sorted(repos.items()))}).encode())
+
+    def add(self, name: str, url: str) -> None:
+        repos = self.all()
+        name, url = check_repo_name(name), check_url(url)
+        if name in repos:
+            raise OdfError(f"repository {name!r} already exists ({repos[name]}): delete it first")
+        repos[name] = url
+        self._save(repos)
+
+    def delete(self, name: str) -> None:
+        repos = self.all()
+        if name not in repos:
+            raise OdfError(f"no repository named {name!r}")
+        del repos[name]
+        self._save(repos)
+
+
+def remote_of(store: ObjectStore) -> str | None:
+    """The URL a dataset (its store) was pulled from or last pushed to, or None."""
+    try:
+        return store.get(REMOTE_KEY).decode().strip() or None
+    except ObjectNotFound:
+        return None
+
+
+def remember_remote(store: ObjectStore, url: str) -> None:
+    store.put(REMOTE_KEY, url.encode())
