@@ -7,7 +7,8 @@ Convention (also in docs/README.md):
   trailing ``\\`` continues it on the next line); the lines after it, up to the next ``$``, are expected output: each
   must appear in the command's output (stdout and stderr), in order; ``...`` inside a line matches anything.
   ``odf …`` runs in this process through ``odf_core.cli.main`` (so every page shares the test run's one Spark
-  session); anything else runs with ``bash -c`` in the directory. A command must exit 0, unless its expected output
+  session); anything else (and an ``odf`` command with pipes, redirections or ``$`` variables) runs with
+  ``bash -c`` in the directory. A command must exit 0, unless its expected output
   holds ``odf: error:`` — then it must exit 1.
 * ```` ```yaml ```` blocks whose first line is ``# file: PATH`` are written to PATH in that directory before the
   next block runs; ```` ```python ```` blocks with ``# file: PATH`` too.
@@ -143,7 +144,8 @@ def _env() -> dict[str, str]:
 
 def run_command(cmd: Command, cwd: Path, where: str) -> None:
     words = shlex.split(cmd.argv)
-    if words and words[0] == "odf" and not any(w in ("|", ">", "<", "&&", ";") for w in words):
+    shell = any(w in ("|", ">", "<", "&&", ";") for w in words) or "$" in cmd.argv  # pipes, variables: bash
+    if words and words[0] == "odf" and not shell:
         code, output = _odf_in_process(words[1:])
     else:
         proc = subprocess.run(["bash", "-c", cmd.argv], cwd=cwd, env=_env(), capture_output=True, text=True,
