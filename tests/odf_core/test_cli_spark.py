@@ -95,14 +95,14 @@ def test_pull_recursive_ingest_tail_sql_verify_set_transform(tmp_path, capsys, s
     assert code == 1 and "read-only" in err
     code, out, err = run(capsys, "-w", ws, "verify", "avg-rating")
     assert code == 0 and "reproduction ok" in out, err
-    # how the query is evaluated: the join keeps it on the full path, and the explanation says so per operator
+    # how the query is evaluated: the join and the aggregate are both incremental, and the explanation says how
     code, out, err = run(capsys, "-w", ws, "explain", "avg-rating")
     assert code == 0, err
     head, *ops = out.splitlines()
-    assert head.startswith("avg-rating: stateful (") and head.endswith("full path: each step re-evaluates the query "
-                                                                       "over the inputs' whole state")
-    assert any(line.strip().startswith("Join: full (joins are recomputed") for line in ops), out
-    assert any(line.strip().startswith("Aggregate: full (recomputed over the whole inputs") for line in ops), out
+    assert head.startswith("avg-rating: stateful (") and head.endswith("incremental path: each step costs its new "
+                                                                       "rows plus the operators' state"), out
+    assert any(line.strip().startswith("Join: incremental (") and "join on 1 key(s)" in line for line in ops), out
+    assert any(line.strip().startswith("Aggregate: incremental (") for line in ops), out
     code, _, err = run(capsys, "-w", ws, "explain", "ratings")
     assert code == 1 and "ratings' has no transform" in err and err.count("\n") == 1
     # query evolution through the CLI: a new column at the end is fine, a dropped column is not
