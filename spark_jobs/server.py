@@ -161,8 +161,10 @@ class EngineServer:
             if state.cancelled or not context.is_active():
                 state.cancelled = True
                 context.abort(grpc.StatusCode.CANCELLED, "the request was cancelled")
-            log.info("%s: answered %s in %.2f s", what, type(getattr(response, "value", response)).__name__,
-                     time.monotonic() - state.started)
+            answer = getattr(response, "value", response)
+            log.info("%s: answered %s in %.2f s", what, type(answer).__name__, time.monotonic() - state.started)
+            if "Error" in type(answer).__name__:  # the failure's own words in the server's log, not only its kind
+                log.warning("%s: %s", what, (str(getattr(answer, "message", "")).strip().splitlines() or [""])[0])
             return response
         except Exception:
             if state.cancelled:
