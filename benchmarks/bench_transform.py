@@ -408,21 +408,27 @@ def _reduced(ws: Workspace, name: str, key: str) -> dict:
     return live
 
 
+def fixed_cost_runs(ctx: Ctx, tiny: Root, name: str, seed: int) -> list[Run]:
+    """The path's fixed cost: steps of a few new rows on a tiny history, in process (subtracted from the steps)."""
+    ctx.run(name)
+    fixed: list[Run] = []
+
+    def tiny_step() -> float:
+        tiny.add(ctx.sizes.tiny_rows, seed=seed + len(fixed))
+        fixed.append(ctx.run(name))
+        return fixed[-1].seconds
+
+    alternate([tiny_step], ctx.sizes.tiny_reps)
+    return fixed
+
+
 def bench_incremental(ctx: Ctx) -> str:
     sz = ctx.sizes
     # the path's fixed cost: a step of a few new rows on a tiny history, in process (subtracted below)
     tiny = make_root(ctx.ws, "inc-tiny", ctx.tmp)
     tiny.add(sz.tiny_rows, seed=7)
     tiny_name = make_derivative(ctx.ws, "inc-tiny-d", tiny, INCREMENTAL_SQL)
-    ctx.run(tiny_name)
-    fixed: list[Run] = []
-
-    def tiny_step() -> float:
-        tiny.add(sz.tiny_rows, seed=8 + len(fixed))
-        fixed.append(ctx.run(tiny_name))
-        return fixed[-1].seconds
-
-    alternate([tiny_step], sz.tiny_reps)
+    fixed = fixed_cost_runs(ctx, tiny, tiny_name, seed=8)
     fixed_s = median(r.seconds for r in fixed)
     rows_out, notes, breakdowns = [], [], []
     net: dict[int, float] = {}
@@ -542,15 +548,7 @@ def bench_keyed(ctx: Ctx) -> str:
             inputs=tuple(TransformInput(dataset_ref=str({"src": tiny.handle.name, "lookup": lookup.handle.name}[a]),
                                         alias=a) for a in inputs),
             transform=TransformSql(engine="spark", query=query)),)))
-        ctx.run(tiny_name)
-        fixed: list[Run] = []
-
-        def tiny_step() -> float:
-            tiny.add(sz.tiny_rows, seed=12 + len(fixed))
-            fixed.append(ctx.run(tiny_name))
-            return fixed[-1].seconds
-
-        alternate([tiny_step], sz.tiny_reps)
+        fixed = fixed_cost_runs(ctx, tiny, tiny_name, seed=12)
         fixed_s = median(r.seconds for r in fixed)
         first = ctx.run(name)
         runs: list[Run] = []
