@@ -58,7 +58,9 @@ def serve(*, host: str, port: int, master: str, conf: dict[str, str], max_concur
         pid_file = os.path.join(tmp, "driver.pid")
         cmd = command(host=host, port=port, master=master, conf=conf, max_concurrency=max_concurrency,
                       spark_submit=spark_submit, pid_file=pid_file, drain_s=drain_s)
-        proc = subprocess.Popen(cmd, env=spark_env(), start_new_session=True)
+        # spark-submit runs the Python driver with its stderr merged into the JVM's stdout: the engine's log (one
+        # line per request) would land on stdout, so everything the engine prints goes to our stderr
+        proc = subprocess.Popen(cmd, env=spark_env(), start_new_session=True, stdout=sys.stderr)
 
         def stop(_signum: int, _frame: object) -> None:
             try:

@@ -135,6 +135,9 @@ def test_kill9_restart_retry_exactly_once_then_sigterm_leaves_nothing_staged(tmp
         t.join(60)
         assert isinstance(out[0], EngineError), out
         assert handle.chain.head() == head
+        # the engine's own log (Python's, which spark-submit sends to the driver's stdout) is on serve's stderr
+        log = b.log.read_text()
+        assert "odf engine listening on" in log and ": answered " in log and "draining" in log, log[-3000:]
         staged = Path(staging_root(ws)) / str(handle.state().dataset_id).removeprefix("did:odf:") / "k2"
         assert not (staged / "slice.parquet").exists() and not (staged / "checkpoint.parquet").exists()
     finally:
