@@ -29,4 +29,7 @@ RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" ".[spark,air
  && python -c "import pyspark, airflow_provider_odf, odf_core; print('pyspark', pyspark.__version__)" \
  && python -c "import glob, os, pyspark; jars = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), 'jars', 'spark-core_*.jar')); assert jars and all(pyspark.__version__ in j for j in jars), (pyspark.__version__, jars)" \
  && java -version
+# task processes fork with the provider already imported (docs/install-airflow.md, "Faster tasks")
+RUN mkdir -p /opt/airflow/config \
+ && echo "import airflow_provider_odf.preload  # noqa: F401" > /opt/airflow/config/airflow_local_settings.py
 WORKDIR /opt/airflow

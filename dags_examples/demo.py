@@ -208,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     shutil.rmtree(BUILD, ignore_errors=True)
     BUILD.mkdir(parents=True)
+    # the provider imported once in the scheduler, not in every task process (docs/install-airflow.md)
+    (AIRFLOW_HOME / "config").mkdir(parents=True)
+    (AIRFLOW_HOME / "config" / "airflow_local_settings.py").write_text("import airflow_provider_odf.preload  # noqa\n")
     say(f"fresh {BUILD.relative_to(HERE.parent)}: AIRFLOW_HOME={AIRFLOW_HOME.relative_to(HERE.parent)} (SQLite), "
         f"workspace {WORKSPACE.relative_to(HERE.parent)}")
 
