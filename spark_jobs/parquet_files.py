@@ -122,6 +122,43 @@ def count_rows(files: Sequence[str]) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
 
+_MAX_CACHE: dict[tuple[str, int, int, str], int | None] = {}
+
+
+def column_max(path: str, column: str) -> int | None:
+    """The largest value of an integer column in one parquet file, from its footer's row-group statistics (None when
+    a row group has none); cached by path, size and mtime, as data files never change."""
+    import pyarrow.parquet as pq
+
+    file = local_path(path)
+    try:
+        st = os.stat(file)
+    except OSError:  # not on the driver's disk (e.g. a cluster's storage): the caller takes the general path
+        return None
+    key = (os.path.abspath(file), st.st_size, st.st_mtime_ns, column)
+    if key not in _MAX_CACHE:
+        if len(_MAX_CACHE) > 4096:
+            _MAX_CACHE.clear()
+        found: int | None = None
+        try:
+            meta = pq.ParquetFile(file).metadata
+            idx = meta.schema.to_arrow_schema().get_field_index(column)
+            for rg in range(meta.num_row_groups):
+                stats = meta.row_group(rg).column(idx).statistics if idx >= 0 else None
+                if meta.row_group(rg).num_rows == 0:
+                    continue
+                if stats is None or not stats.has_min_max:
+                    found = None
+                    break
+                found = stats.max if found is None else max(found, stats.max)
+            else:
+                found = found if found is not None else -1  # no rows at all
+        except Exception:  # noqa: BLE001 - unreadable footer: the caller takes the general path
+            found = None
+        _MAX_CACHE[key] = found
+    return _MAX_CACHE[key]
+
+
 def file_bytes(paths: Iterable[str]) -> int:
     return sum(os.path.getsize(p) for p in paths)
 

@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 from odf_core.metadata import DatasetVocabulary, Timestamp, TransformRequestInput
 from spark_jobs.columns import col
 from spark_jobs.errors import EngineFailure, InvalidQuery, user_message
-from spark_jobs.parquet_files import local_path, spark_schema_json
+from spark_jobs.parquet_files import column_max, local_path, spark_schema_json
 from spark_jobs.transform.catalyst import INPUT_MARKER
 
 OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
@@ -152,7 +152,18 @@ def history_rows(session: SparkSession, inp: QueryInput, schema: T.StructType, e
     rows = read_rows(session, schema, paths)
     if end is not None:
         rows = rows.where(col(inp.vocab.offset) <= F.lit(end))
-    return rows if changelog else reduce_changelog(rows, inp.vocab)
+    if changelog or append_only(paths, inp.vocab):
+        return rows  # with no -R/-C row the reduced state is the rows themselves: no shuffle over the history
+    return reduce_changelog(rows, inp.vocab)
+
+
+def append_only(paths: Sequence[str], vocab: DatasetVocabulary) -> bool:
+    """Whether every row of these slices is an append (+A), by the op column's statistics in their footers."""
+    for p in paths:
+        top = column_max(p, vocab.op)
+        if top is None or top > OP_APPEND:
+            return False
+    return True
 
 
 def output_watermark(inputs: Sequence[QueryInput]) -> Timestamp | None:

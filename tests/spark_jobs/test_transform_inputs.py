@@ -1,0 +1,56 @@
+"""How the engine reads an input's history: an append-only history (by the op column's footer statistics) is its own
+reduced state, so no shuffle over the history is needed; anything else, or files without statistics, is reduced."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from odf_core.metadata import DatasetVocabulary, TransformRequestInput
+from odf_core.identity import DatasetID
+from spark_jobs.parquet_files import column_max
+from spark_jobs.transform.inputs import QueryInput, append_only, history_rows, input_schema
+
+TS = pa.timestamp("ms", tz="UTC")
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def slice_file(path, first: int, ops: list[int], names: list[str], statistics: bool = True) -> str:
+    n = len(ops)
+    table = pa.table({"offset": pa.array(range(first, first + n), pa.int64()), "op": pa.array(ops, pa.int32()),
+                      "system_time": pa.array([T0] * n, TS), "event_time": pa.array([T0] * n, TS),
+                      "name": pa.array(names, pa.string())})
+    pq.write_table(table, path, write_statistics=statistics)
+    return str(path)
+
+
+def query_input(paths: list[str]) -> QueryInput:
+    req = TransformRequestInput(dataset_id=DatasetID.parse("did:odf:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"),
+                                dataset_alias="src", query_alias="src", vocab=DatasetVocabulary.default(),
+                                offset_interval=None, data_paths=(), schema_file=paths[0], explicit_watermarks=())
+    return QueryInput(req, tuple(paths))
+
+
+def plan_of(df) -> str:
+    return df._jdf.queryExecution().optimizedPlan().toString()
+
+
+def test_footer_statistics_tell_an_append_only_history(tmp_path):
+    a = slice_file(tmp_path / "a.parquet", 0, [0, 0], ["x", "y"])
+    b = slice_file(tmp_path / "b.parquet", 2, [1], ["x"])
+    c = slice_file(tmp_path / "c.parquet", 3, [0], ["z"], statistics=False)
+    vocab = DatasetVocabulary.default()
+    assert [column_max(p, "op") for p in (a, b, c)] == [0, 1, None]
+    assert append_only([a], vocab) and not append_only([a, b], vocab) and not append_only([a, c], vocab)
+    assert column_max(str(tmp_path / "missing.parquet"), "op") is None
+
+
+def test_history_is_reduced_only_when_it_has_retractions(spark, tmp_path):
+    a = slice_file(tmp_path / "a.parquet", 0, [0, 0, 0], ["x", "y", "x"])
+    b = slice_file(tmp_path / "b.parquet", 3, [1], ["x"])
+    for paths, reduced, names in (([a], False, ["x", "x", "y"]), ([a, b], True, ["x", "y"])):
+        inp = query_input(paths)
+        rows = history_rows(spark, inp, input_schema(spark, inp, 0), None, changelog=False)
+        assert ("Window" in plan_of(rows)) == reduced
+        assert sorted(r["name"] for r in rows.collect()) == names
