@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import uuid
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -122,41 +122,54 @@ def count_rows(files: Sequence[str]) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
 
-_MAX_CACHE: dict[tuple[str, int, int, str], int | None] = {}
+_FOOTER_FACTS: dict[tuple[str, int, int, str], Any] = {}
+
+
+def _file_version(path: str) -> tuple[str, int, int]:
+    """Which version of a file this is (raises OSError when the driver cannot see it)."""
+    file = os.path.abspath(local_path(path))
+    st = os.stat(file)
+    return file, st.st_size, st.st_mtime_ns
+
+
+def footer_fact(path: str, what: str, compute: Callable[[str], Any]) -> Any:
+    """``compute(local file)`` once per version of the file (path, size, mtime) and kind of fact ``what``: slices and
+    checkpoints never change once written, and facts from their footers or schemas are asked for at every step."""
+    key = (*_file_version(path), what)
+    if key not in _FOOTER_FACTS:
+        if len(_FOOTER_FACTS) > 4096:
+            _FOOTER_FACTS.clear()
+        _FOOTER_FACTS[key] = compute(key[0])
+    return _FOOTER_FACTS[key]
+
+
+def remember_fact(path: str, what: str, value: Any) -> None:
+    """Record a fact of a file just written (the next step asks for it)."""
+    _FOOTER_FACTS[(*_file_version(path), what)] = value
 
 
 def column_max(path: str, column: str) -> int | None:
-    """The largest value of an integer column in one parquet file, from its footer's row-group statistics (None when
-    a row group has none); cached by path, size and mtime, as data files never change."""
-    import pyarrow.parquet as pq
+    """The largest value of an integer column in one parquet file (-1 when it has no rows), from its footer's
+    row-group statistics; None when a row group has none or the driver cannot read the file."""
+    def compute(file: str) -> int | None:
+        import pyarrow.parquet as pq
 
-    file = local_path(path)
+        meta = pq.ParquetFile(file).metadata
+        idx = meta.schema.to_arrow_schema().get_field_index(column)
+        top = -1
+        for rg in (meta.row_group(i) for i in range(meta.num_row_groups)):
+            if rg.num_rows == 0:
+                continue
+            stats = rg.column(idx).statistics if idx >= 0 else None
+            if stats is None or not stats.has_min_max:
+                return None
+            top = max(top, stats.max)
+        return top
+
     try:
-        st = os.stat(file)
-    except OSError:  # not on the driver's disk (e.g. a cluster's storage): the caller takes the general path
+        return footer_fact(path, f"max:{column}", compute)
+    except Exception:  # noqa: BLE001 - not on the driver's disk, or an unreadable footer: the caller's general path
         return None
-    key = (os.path.abspath(file), st.st_size, st.st_mtime_ns, column)
-    if key not in _MAX_CACHE:
-        if len(_MAX_CACHE) > 4096:
-            _MAX_CACHE.clear()
-        found: int | None = None
-        try:
-            meta = pq.ParquetFile(file).metadata
-            idx = meta.schema.to_arrow_schema().get_field_index(column)
-            for rg in range(meta.num_row_groups):
-                stats = meta.row_group(rg).column(idx).statistics if idx >= 0 else None
-                if meta.row_group(rg).num_rows == 0:
-                    continue
-                if stats is None or not stats.has_min_max:
-                    found = None
-                    break
-                found = stats.max if found is None else max(found, stats.max)
-            else:
-                found = found if found is not None else -1  # no rows at all
-        except Exception:  # noqa: BLE001 - unreadable footer: the caller takes the general path
-            found = None
-        _MAX_CACHE[key] = found
-    return _MAX_CACHE[key]
 
 
 def file_bytes(paths: Iterable[str]) -> int:

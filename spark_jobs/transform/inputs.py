@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 from odf_core.metadata import DatasetVocabulary, Timestamp, TransformRequestInput
 from spark_jobs.columns import col
 from spark_jobs.errors import EngineFailure, InvalidQuery, user_message
-from spark_jobs.parquet_files import column_max, local_path, spark_schema_json
+from spark_jobs.parquet_files import column_max, footer_fact, local_path, remember_fact, spark_schema_json
 from spark_jobs.transform.catalyst import INPUT_MARKER
 
 OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
@@ -64,24 +64,17 @@ def marked_schema(schema: T.StructType, vocab: DatasetVocabulary, index: int, wh
     return T.StructType(fields)
 
 
-_SCHEMA_CACHE: dict[tuple[str, int, int], T.StructType] = {}
-
-
 def file_schema(session: SparkSession, path: str) -> T.StructType:
-    """Schema of one parquet file (with field metadata), cached by path/size/mtime: inference runs a job."""
-    st = os.stat(local_path(path))
-    key = (os.path.abspath(local_path(path)), st.st_size, st.st_mtime_ns)
-    if key not in _SCHEMA_CACHE:
-        if len(_SCHEMA_CACHE) > 256:
-            _SCHEMA_CACHE.clear()
-        found = spark_schema_json(local_path(path))  # files Spark wrote record their schema: no inference job
-        _SCHEMA_CACHE[key] = T.StructType.fromJson(found) if found else session.read.parquet(path).schema
-    return _SCHEMA_CACHE[key]
+    """Schema of one parquet file (with field metadata), once per file version: inference runs a job."""
+    def compute(file: str) -> T.StructType:
+        found = spark_schema_json(file)  # files Spark wrote record their schema: no inference job
+        return T.StructType.fromJson(found) if found else session.read.parquet(path).schema
+
+    return footer_fact(path, "schema", compute)
 
 
 def remember_schema(path: str, schema: T.StructType) -> None:
-    st = os.stat(local_path(path))
-    _SCHEMA_CACHE[(os.path.abspath(local_path(path)), st.st_size, st.st_mtime_ns)] = schema
+    remember_fact(path, "schema", schema)
 
 
 def input_schema(session: SparkSession, inp: QueryInput, index: int) -> T.StructType:
