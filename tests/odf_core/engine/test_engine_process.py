@@ -35,8 +35,8 @@ content:
       preprocess:
         kind: Sql
         engine: spark
-        # seconds of CPU on two rows: long enough to kill the engine in the middle
-        query: SELECT * FROM input WHERE aggregate(sequence(1, 20000000), 0L, (a, x) -> a + x) > 0
+        # seconds of CPU (no memory) on two rows: long enough to kill the engine in the middle
+        query: SELECT * FROM input WHERE (SELECT count(*) FROM range(400000000) WHERE hash(id) % 7 = 0) >= 0
       merge: {kind: Append}
 """
 
