@@ -200,6 +200,7 @@ class TransformDiagnostics(Model):
     path: str | None = opt(W.STR)  # stateful plans: "incremental" | "rebuild" | "full"
     operators: tuple[OperatorPlan, ...] | None = lst(item(W.TABLE, "OperatorPlan"))
     state_rows: int | None = opt(W.U64N)  # rows in the new checkpoint's state tables
+    sizing: str | None = opt(W.STR)  # incremental steps: how their shuffles were planned
 
 
 @odf_type

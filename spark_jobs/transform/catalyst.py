@@ -11,21 +11,44 @@ INPUT_MARKER = "__odf_input"
 INPUT_LEAF_CLASSES = frozenset({"LogicalRelation", "LogicalRDD"})
 
 
+_EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions"
+#: JVM classes and Scala objects by (gateway, name). ``jvm.org.apache...X`` costs one py4j round trip per package
+#: name; an incremental step builds hundreds of expressions, and those lookups were a large part of its fixed cost.
+_REFS: dict[tuple[int, str], Any] = {}
+
+
 class Catalyst:
     def __init__(self, session: SparkSession) -> None:
         self.session = session
         self.jvm = session._jvm
         self.jss = session._jsparkSession
 
+    def jclass(self, name: str) -> Any:
+        """A JVM class by its full name (cached: no package traversal)."""
+        from py4j.java_gateway import JavaClass
+
+        client = self.jvm._gateway_client
+        key = (id(client), name)
+        if key not in _REFS:
+            _REFS[key] = JavaClass(name, client)
+        return _REFS[key]
+
+    def scala_object(self, name: str) -> Any:
+        """A Scala object (``name$.MODULE$``), cached."""
+        key = (id(self.jvm._gateway_client), name + "$")
+        if key not in _REFS:
+            _REFS[key] = getattr(self.jclass(name + "$"), "MODULE$")
+        return _REFS[key]
+
     @staticmethod
     def items(seq: Any) -> list[Any]:
         return [seq.apply(i) for i in range(seq.size())]
 
     def seq(self, values: Sequence[Any]) -> Any:
-        lst = self.jvm.java.util.ArrayList()
+        lst = self.jclass("java.util.ArrayList")()
         for v in values:
             lst.add(v)
-        return self.jvm.scala.jdk.javaapi.CollectionConverters.asScala(lst).toList()
+        return self.jclass("scala.jdk.javaapi.CollectionConverters").asScala(lst).toList()
 
     @staticmethod
     def cls(obj: Any) -> str:
@@ -37,21 +60,20 @@ class Catalyst:
         return self.dataframe(plan)
 
     def dataframe(self, plan: Any) -> DataFrame:
-        return DataFrame(self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.jss, plan), self.session)
+        return DataFrame(self.jclass("org.apache.spark.sql.classic.Dataset").ofRows(self.jss, plan), self.session)
 
     def project(self, exprs: Sequence[Any], child: Any) -> Any:
-        return self.jvm.org.apache.spark.sql.catalyst.plans.logical.Project(self.seq(exprs), child)
+        return self.jclass("org.apache.spark.sql.catalyst.plans.logical.Project")(self.seq(exprs), child)
 
     def none(self) -> Any:
-        return getattr(getattr(self.jvm.scala, "None$"), "MODULE$")
+        return self.scala_object("scala.None")
 
     def alias(self, expr: Any, name: str, expr_id: Any | None = None, metadata: Any | None = None) -> Any:
         """``expr AS name`` with a chosen expression id: spliced rows then bind where the original attribute did."""
-        e = self.jvm.org.apache.spark.sql.catalyst.expressions
         if expr_id is None:
-            expr_id = getattr(getattr(e, "NamedExpression$"), "MODULE$").newExprId()
-        md = self.jvm.scala.Some(metadata) if metadata is not None else self.none()
-        return e.Alias(expr, name, expr_id, self.seq([]), md, self.seq([]))
+            expr_id = self.scala_object(f"{_EXPRESSIONS}.NamedExpression").newExprId()
+        md = self.jclass("scala.Some")(metadata) if metadata is not None else self.none()
+        return self.jclass(f"{_EXPRESSIONS}.Alias")(expr, name, expr_id, self.seq([]), md, self.seq([]))
 
     def with_children(self, node: Any, children: Sequence[Any]) -> Any:
         return node.withNewChildren(self.seq(children))
@@ -59,7 +81,7 @@ class Catalyst:
     def physical_aggregation(self, node: Any) -> tuple[list[Any], list[Any], list[Any], Any] | None:
         """Spark's own split of an Aggregate: (grouping named expressions, distinct aggregate expressions, result
         expressions over the grouping attributes and each aggregate's result attribute, child)."""
-        pattern = getattr(getattr(self.jvm.org.apache.spark.sql.catalyst.planning, "PhysicalAggregation$"), "MODULE$")
+        pattern = self.scala_object("org.apache.spark.sql.catalyst.planning.PhysicalAggregation")
         found = pattern.unapply(node)
         if not found.isDefined():
             return None

@@ -256,8 +256,13 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     """The output's change from the inputs' new slices and the operators' states; the output slice is that change,
     ordered and labelled exactly as the full path's difference of the old and new output states would be."""
     from spark_jobs.transform import incremental
+    from spark_jobs.transform.incremental import sizing
 
     t0 = time.monotonic()
+    sized = sizing.size_step(step.session, step.inputs, prev.store.path if prev.store is not None else None,
+                             incremental.reads_history(step.plan))
+    sizing.apply(step.session, sized)
+    diag["sizing"] = sized.describe()
     query_layout = layout_of(out_schema, request.vocab, STATEFUL)
     names = [query_layout.event_time, *query_layout.data]
     types = {f.name: f.dataType for f in out_schema.fields}

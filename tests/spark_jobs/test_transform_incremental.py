@@ -121,8 +121,9 @@ FIXED_A = [Event(OP_APPEND, minutes(1), ("p", 3)), Event(OP_APPEND, minutes(2), 
 FIXED_B = [Event(OP_APPEND, minutes(5), ("p", 1)), Event(OP_APPEND, minutes(6), ("s", -1))]
 
 
-def _run(spark, root, transform, inputs, split, incremental: bool = True) -> MiniCoordinator:
+def _run(spark, root, transform, inputs, split, incremental: bool = True, adaptive: bool = False) -> MiniCoordinator:
     spark.conf.set("spark.odf.incremental.enabled", str(incremental).lower())
+    spark.conf.set("spark.odf.incremental.adaptive", str(adaptive).lower())
     try:
         coord = MiniCoordinator(spark, root, transform, inputs, watermarks=True)
         for t in split:
@@ -130,6 +131,7 @@ def _run(spark, root, transform, inputs, split, incremental: bool = True) -> Min
         return coord
     finally:
         spark.conf.unset("spark.odf.incremental.enabled")
+        spark.conf.unset("spark.odf.incremental.adaptive")
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -156,17 +158,24 @@ def test_any_changelog_and_split_gives_the_batch_result(spark, tmp_path_factory,
 
 
 def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
-    """Same requests with the incremental path switched off: the same output tables, row for row."""
+    """Same requests with the incremental path switched off, and with Spark's adaptive execution planning the
+    incremental steps' shuffles instead of the step itself: the same output tables, row for row."""
     transform, _ = FAMILIES["aggregates"]
     split = [Txn({"a": 3, "b": 0}), Txn({"a": 2}), Txn({"a": 3}), Txn({"a": 1})]
     inc = _run(spark, tmp_path / "inc", transform, _inputs(FIXED_A, FIXED_B), split)
+    adaptive = _run(spark, tmp_path / "adaptive", transform, _inputs(FIXED_A, FIXED_B), split, adaptive=True)
     full = _run(spark, tmp_path / "full", transform, _inputs(FIXED_A, FIXED_B), split, incremental=False)
     assert [r.diagnostics["path"] for r in inc.result.responses] == ["rebuild", "incremental", "incremental",
                                                                       "incremental"]
     assert {r.diagnostics["path"] for r in full.result.responses} == {"full"}
-    assert len(inc.result.slices) == len(full.result.slices) == 4
-    for a, b in zip(inc.result.slices, full.result.slices):
-        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    # the step planned its shuffles: the state's rows and the history's (a min/max may be recomputed) bound them
+    sizing = [r.diagnostics.get("sizing") for r in inc.result.responses]
+    assert sizing[0] is None and all("shuffle partition(s) for up to" in s and "adaptive execution off" in s
+                                     for s in sizing[1:]), sizing
+    assert [r.diagnostics.get("sizing") for r in adaptive.result.responses][1:] == ["adaptive execution"] * 3
+    assert len(inc.result.slices) == len(adaptive.result.slices) == len(full.result.slices) == 4
+    for a, b, c in zip(inc.result.slices, adaptive.result.slices, full.result.slices):
+        assert a.equals(b) and a.equals(c), (a.to_pylist(), b.to_pylist(), c.to_pylist())
     ops = [r["op"] for t in inc.result.slices for r in t.to_pylist()]
     assert {R, OP_CORRECT_FROM, OP_CORRECT_TO} <= set(ops)  # the history exercised retractions and corrections
 

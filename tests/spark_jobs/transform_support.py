@@ -143,7 +143,8 @@ class Resp:
         return {"planClass": d.plan_class, "reason": d.reason,
                 "correctionKey": list(d.correction_key) if d.correction_key else None,
                 "outputRows": d.output_rows, "warnings": list(d.warnings or ()), "path": d.path,
-                "operators": [(o.operator, o.path) for o in d.operators or ()], "stateRows": d.state_rows}
+                "operators": [(o.operator, o.path) for o in d.operators or ()], "stateRows": d.state_rows,
+                "sizing": d.sizing}
 
 
 def typed_request(doc: Mapping[str, Any]) -> OdfTransformRequest:

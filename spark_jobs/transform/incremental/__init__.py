@@ -256,6 +256,11 @@ def reusable(prev_meta: Mapping[str, Any] | None, plan: IncrementalPlan, query_h
     return None
 
 
+def reads_history(plan: IncrementalPlan) -> bool:
+    """Whether a step may read the inputs' history: operators by key do, and a min/max whose extreme is removed."""
+    return any(op.kind == keyed.KIND or any(a.kind in ("min", "max") for a in op.spec.adapters) for op in plan.ops)
+
+
 def load_states(store: StateStore, plan: IncrementalPlan) -> dict[str, DataFrame] | None:
     found = {}
     for op in plan.ops:

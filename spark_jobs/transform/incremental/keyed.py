@@ -76,7 +76,7 @@ def analyze_aggregate(cat: Catalyst, node: Any, why: Unsupported) -> KeyedSpec:
 
 
 def analyze_join(cat: Catalyst, node: Any) -> KeyedSpec:
-    pattern = getattr(getattr(cat.jvm.org.apache.spark.sql.catalyst.planning, "ExtractEquiJoinKeys$"), "MODULE$")
+    pattern = cat.scala_object("org.apache.spark.sql.catalyst.planning.ExtractEquiJoinKeys")
     found = pattern.unapply(node)
     jtype = cat.cls(node.joinType())
     linear = _JOIN_LINEARITY.get(jtype)

@@ -1,0 +1,74 @@
+"""How an incremental step runs its Spark jobs: planned for the rows it may shuffle, not adaptively.
+
+An incremental step is many small queries over small frames (the new rows, the changes, the touched groups' states).
+Adaptive execution runs each shuffle stage of each of them as its own job and re-plans between stages: on a
+10k-group GROUP BY that is ~15 jobs and seconds of driver time per step, more than the data costs. A step knows
+beforehand how many rows its shuffles can see at most (new rows, the state's rows and, when an operator may read
+the inputs' history, the history's rows, all from footers), so it plans its shuffles itself: adaptive execution off
+and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core. Rebuilds and the full path
+keep adaptive execution (they read whole histories of unknown shape).
+
+``spark.odf.incremental.adaptive=true`` keeps adaptive execution for incremental steps too.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from pyspark.sql import SparkSession
+
+from spark_jobs.parquet_files import footer_fact
+from spark_jobs.transform.inputs import QueryInput
+
+ADAPTIVE_CONF = "spark.odf.incremental.adaptive"
+#: Rows per shuffle partition (~64-128 MB of typical rows, the size adaptive execution aims at).
+ROWS_PER_PARTITION = 2_000_000
+
+
+@dataclass(frozen=True)
+class StepSizing:
+    rows: int  # the most rows one of the step's shuffles can see
+    partitions: int | None  # None: adaptive execution decides
+
+    def describe(self) -> str:
+        if self.partitions is None:
+            return "adaptive execution"
+        return f"{self.partitions} shuffle partition(s) for up to {self.rows} row(s), adaptive execution off"
+
+
+def file_rows(path: str) -> int:
+    def compute(file: str) -> int:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(file).metadata.num_rows
+
+    return int(footer_fact(path, "rows", compute))
+
+
+def new_rows(inputs: Sequence[QueryInput]) -> int:
+    return sum(iv.end - iv.start + 1 for iv in (i.request.offset_interval for i in inputs) if iv is not None)
+
+
+def history_rows(inputs: Sequence[QueryInput]) -> int:
+    return sum(file_rows(p) for i in inputs for p in (i.history or i.request.data_paths or ()))
+
+
+def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: str | None,
+              reads_history: bool) -> StepSizing:
+    """The step's bound on shuffled rows and its shuffle partitions."""
+    rows = new_rows(inputs) + (file_rows(state_path) if state_path else 0)
+    if reads_history:
+        rows += history_rows(inputs)
+    if str(session.conf.get(ADAPTIVE_CONF, "false")).lower() == "true":
+        return StepSizing(rows, None)
+    cores = max(1, session.sparkContext.defaultParallelism)
+    return StepSizing(rows, max(cores, math.ceil(rows / ROWS_PER_PARTITION)))
+
+
+def apply(session: SparkSession, sizing: StepSizing) -> None:
+    """Set the step's plan on its own request session (other requests have their own sessions)."""
+    if sizing.partitions is None:
+        return
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    session.conf.set("spark.sql.shuffle.partitions", str(sizing.partitions))
