@@ -259,10 +259,7 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     from spark_jobs.transform.incremental import sizing
 
     t0 = time.monotonic()
-    sized = sizing.size_step(step.session, step.inputs, prev.store.path if prev.store is not None else None,
-                             incremental.reads_history(step.plan))
-    sizing.apply(step.session, sized)
-    diag["sizing"] = sized.describe()
+    step.sizing = sizing.size_step(step.session, step.inputs, prev.store.path if prev.store is not None else None)
     query_layout = layout_of(out_schema, request.vocab, STATEFUL)
     names = [query_layout.event_time, *query_layout.data]
     types = {f.name: f.dataType for f in out_schema.fields}
@@ -270,6 +267,7 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     change, _ = step.keep(incremental.counted_change(top, out_schema.names, names, types))
     sizes = incremental.write_checkpoint(step, request, new_states)
     diag["state_rows"] = sum(sizes.values())
+    diag["sizing"] = step.sizing.describe()
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
     layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
     w = F.col(incremental.WEIGHT)

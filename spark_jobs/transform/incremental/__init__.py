@@ -31,6 +31,8 @@ from spark_jobs.transform.incremental import aggregate, keyed
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
 from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
+from spark_jobs.transform.incremental.sizing import StepSizing
+from spark_jobs.transform.incremental.sizing import history_rows as history_size
 from spark_jobs.transform.incremental.state import StateStore, StateWriter, same_keys
 from spark_jobs.transform.inputs import OP_CORRECT_FROM, OP_RETRACT, QueryInput, history_rows, slice_rows
 from spark_jobs.transform.output import normalized
@@ -58,7 +60,9 @@ class Step:
     ends: Mapping[str, int | None]
     changelog: frozenset[int]
     plan: IncrementalPlan
+    sizing: StepSizing | None = None  # incremental steps: their shuffle plan (histories add to it when read)
     _cached: list[DataFrame] = field(default_factory=list)
+    _read: set[int] = field(default_factory=set)  # inputs whose history the step has read
 
     # -- inputs -------------------------------------------------------------------------------------------------
     def input_change(self, idx: int) -> Delta:
@@ -79,6 +83,9 @@ class Step:
         iv = inp.request.offset_interval
         if old and iv is not None:
             end = iv.start - 1
+        if self.sizing is not None and idx not in self._read:
+            self._read.add(idx)
+            self.sizing.cover(history_size(inp))
         return as_frame(history_rows(self.session, inp, self.schemas[idx], end, idx in self.changelog))
 
     def replay(self, node: Any, old: bool = False) -> DataFrame:
@@ -254,11 +261,6 @@ def reusable(prev_meta: Mapping[str, Any] | None, plan: IncrementalPlan, query_h
     if prev_meta.get("fingerprint") != plan.fingerprint:
         return "the plan or an input schema changed"
     return None
-
-
-def reads_history(plan: IncrementalPlan) -> bool:
-    """Whether a step may read the inputs' history: operators by key do, and a min/max whose extreme is removed."""
-    return any(op.kind == keyed.KIND or any(a.kind in ("min", "max") for a in op.spec.adapters) for op in plan.ops)
 
 
 def load_states(store: StateStore, plan: IncrementalPlan) -> dict[str, DataFrame] | None:

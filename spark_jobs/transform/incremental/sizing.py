@@ -5,7 +5,9 @@ Adaptive execution runs each shuffle stage of each of them as its own job and re
 10k-group GROUP BY that is ~15 jobs and seconds of driver time per step, more than the data costs. A step knows
 beforehand how many rows its shuffles can see at most (new rows, the state's rows and, when an operator may read
 the inputs' history, the history's rows, all from footers), so it plans its shuffles itself: adaptive execution off
-and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core. Rebuilds and the full path
+and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core. A history counts from the
+moment the step reads it (a min/max group to recompute, an operator by key): a step that reads none is planned for
+its new rows and state only. Rebuilds and the full path
 keep adaptive execution (they read whole histories of unknown shape).
 
 ``spark.odf.incremental.adaptive=true`` keeps adaptive execution for incremental steps too.
@@ -26,15 +28,35 @@ ADAPTIVE_CONF = "spark.odf.incremental.adaptive"
 ROWS_PER_PARTITION = 2_000_000
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepSizing:
-    rows: int  # the most rows one of the step's shuffles can see
+    """The step's shuffle plan on its own request session (other requests have their own sessions)."""
+
+    session: SparkSession
+    rows: int  # the most rows one of the step's shuffles can see so far
     partitions: int | None  # None: adaptive execution decides
+    cores: int = 1
 
     def describe(self) -> str:
         if self.partitions is None:
             return "adaptive execution"
         return f"{self.partitions} shuffle partition(s) for up to {self.rows} row(s), adaptive execution off"
+
+    def apply(self) -> None:
+        if self.partitions is None:
+            return
+        self.session.conf.set("spark.sql.adaptive.enabled", "false")
+        self.session.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
+
+    def cover(self, rows: int) -> None:
+        """The step is about to read ``rows`` more (an input's history): later queries get partitions for them.
+        Spark reads the setting when a query runs, so raising it before the query's action is enough."""
+        self.rows += rows
+        if self.partitions is not None:
+            wanted = max(self.cores, math.ceil(self.rows / ROWS_PER_PARTITION))
+            if wanted > self.partitions:
+                self.partitions = wanted
+                self.apply()
 
 
 def file_rows(path: str) -> int:
@@ -50,25 +72,16 @@ def new_rows(inputs: Sequence[QueryInput]) -> int:
     return sum(iv.end - iv.start + 1 for iv in (i.request.offset_interval for i in inputs) if iv is not None)
 
 
-def history_rows(inputs: Sequence[QueryInput]) -> int:
-    return sum(file_rows(p) for i in inputs for p in (i.history or i.request.data_paths or ()))
+def history_rows(inp: QueryInput) -> int:
+    return sum(file_rows(p) for p in (inp.history or inp.request.data_paths or ()))
 
 
-def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: str | None,
-              reads_history: bool) -> StepSizing:
-    """The step's bound on shuffled rows and its shuffle partitions."""
+def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: str | None) -> StepSizing:
+    """The step's shuffle partitions for its new rows and state; histories are added as the step reads them."""
     rows = new_rows(inputs) + (file_rows(state_path) if state_path else 0)
-    if reads_history:
-        rows += history_rows(inputs)
     if str(session.conf.get(ADAPTIVE_CONF, "false")).lower() == "true":
-        return StepSizing(rows, None)
+        return StepSizing(session, rows, None)
     cores = max(1, session.sparkContext.defaultParallelism)
-    return StepSizing(rows, max(cores, math.ceil(rows / ROWS_PER_PARTITION)))
-
-
-def apply(session: SparkSession, sizing: StepSizing) -> None:
-    """Set the step's plan on its own request session (other requests have their own sessions)."""
-    if sizing.partitions is None:
-        return
-    session.conf.set("spark.sql.adaptive.enabled", "false")
-    session.conf.set("spark.sql.shuffle.partitions", str(sizing.partitions))
+    sizing = StepSizing(session, rows, max(cores, math.ceil(rows / ROWS_PER_PARTITION)), cores)
+    sizing.apply()
+    return sizing

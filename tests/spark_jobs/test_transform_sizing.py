@@ -1,0 +1,33 @@
+"""An incremental step's shuffle plan (spark_jobs.transform.incremental.sizing): partitions for the rows it can see,
+raised when it reads a history, set on its own session only."""
+from __future__ import annotations
+
+import pytest
+
+from spark_jobs.transform.incremental.sizing import ADAPTIVE_CONF, ROWS_PER_PARTITION, size_step
+
+pytestmark = pytest.mark.spark
+
+
+def test_partitions_follow_the_rows_a_step_reads(spark):
+    caller_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    session = spark.newSession()
+    cores = spark.sparkContext.defaultParallelism
+    sizing = size_step(session, [], None)
+    assert sizing.partitions == cores and session.conf.get("spark.sql.adaptive.enabled") == "false"
+    sizing.cover(ROWS_PER_PARTITION * (cores + 1) + 1)  # a history bigger than one partition per core
+    assert sizing.partitions == cores + 2 and session.conf.get("spark.sql.shuffle.partitions") == str(cores + 2)
+    sizing.cover(10)  # never lowered
+    assert sizing.partitions == cores + 2
+    assert "adaptive execution off" in sizing.describe()
+    assert spark.conf.get("spark.sql.shuffle.partitions") == caller_partitions  # the caller's session untouched
+
+
+def test_adaptive_execution_can_be_kept(spark):
+    session = spark.newSession()
+    session.conf.set(ADAPTIVE_CONF, "true")
+    before = session.conf.get("spark.sql.shuffle.partitions")
+    sizing = size_step(session, [], None)
+    sizing.cover(10 * ROWS_PER_PARTITION)
+    assert sizing.partitions is None and sizing.describe() == "adaptive execution"
+    assert session.conf.get("spark.sql.shuffle.partitions") == before
