@@ -148,6 +148,16 @@ def remember_fact(path: str, what: str, value: Any) -> None:
     _FOOTER_FACTS[(*_file_version(path), what)] = value
 
 
+def num_rows(path: str) -> int:
+    """Rows of one parquet file, from its footer (once per file version)."""
+    def compute(file: str) -> int:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(file).metadata.num_rows
+
+    return int(footer_fact(path, "rows", compute))
+
+
 def column_max(path: str, column: str) -> int | None:
     """The largest value of an integer column in one parquet file (-1 when it has no rows), from its footer's
     row-group statistics; None when a row group has none or the driver cannot read the file."""

@@ -31,8 +31,7 @@ from spark_jobs.transform.incremental import aggregate, keyed
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
 from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
-from spark_jobs.transform.incremental.sizing import StepSizing
-from spark_jobs.transform.incremental.sizing import history_rows as history_size
+from spark_jobs.transform.incremental.sizing import StepSizing, history_size
 from spark_jobs.transform.incremental.state import StateStore, StateWriter, same_keys
 from spark_jobs.transform.inputs import OP_CORRECT_FROM, OP_RETRACT, QueryInput, history_rows, slice_rows
 from spark_jobs.transform.output import normalized

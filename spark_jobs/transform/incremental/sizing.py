@@ -7,8 +7,8 @@ beforehand how many rows its shuffles can see at most (new rows, the state's row
 the inputs' history, the history's rows, all from footers), so it plans its shuffles itself: adaptive execution off
 and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core. A history counts from the
 moment the step reads it (a min/max group to recompute, an operator by key): a step that reads none is planned for
-its new rows and state only. Rebuilds and the full path
-keep adaptive execution (they read whole histories of unknown shape).
+its new rows and state only. Rebuilds and the full path keep adaptive execution (they read whole histories of
+unknown shape).
 
 ``spark.odf.incremental.adaptive=true`` keeps adaptive execution for incremental steps too.
 """
@@ -20,7 +20,7 @@ from typing import Sequence
 
 from pyspark.sql import SparkSession
 
-from spark_jobs.parquet_files import footer_fact
+from spark_jobs.parquet_files import num_rows
 from spark_jobs.transform.inputs import QueryInput
 
 ADAPTIVE_CONF = "spark.odf.incremental.adaptive"
@@ -59,26 +59,18 @@ class StepSizing:
                 self.apply()
 
 
-def file_rows(path: str) -> int:
-    def compute(file: str) -> int:
-        import pyarrow.parquet as pq
-
-        return pq.ParquetFile(file).metadata.num_rows
-
-    return int(footer_fact(path, "rows", compute))
-
-
 def new_rows(inputs: Sequence[QueryInput]) -> int:
     return sum(iv.end - iv.start + 1 for iv in (i.request.offset_interval for i in inputs) if iv is not None)
 
 
-def history_rows(inp: QueryInput) -> int:
-    return sum(file_rows(p) for p in (inp.history or inp.request.data_paths or ()))
+def history_size(inp: QueryInput) -> int:
+    """Rows in an input's slices up to its new end (what reading its history can shuffle)."""
+    return sum(num_rows(p) for p in (inp.history or inp.request.data_paths or ()))
 
 
 def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: str | None) -> StepSizing:
     """The step's shuffle partitions for its new rows and state; histories are added as the step reads them."""
-    rows = new_rows(inputs) + (file_rows(state_path) if state_path else 0)
+    rows = new_rows(inputs) + (num_rows(state_path) if state_path else 0)
     if str(session.conf.get(ADAPTIVE_CONF, "false")).lower() == "true":
         return StepSizing(session, rows, None)
     cores = max(1, session.sparkContext.defaultParallelism)
