@@ -158,14 +158,15 @@ def num_rows(path: str) -> int:
     return int(footer_fact(path, "rows", compute))
 
 
-def column_max(path: str, column: str) -> int | None:
-    """The largest value of an integer column in one parquet file (-1 when it has no rows), from its footer's
-    row-group statistics; None when a row group has none or the driver cannot read the file."""
-    def compute(file: str) -> int | None:
+def column_range(path: str, column: str) -> tuple[int, int] | None:
+    """The smallest and largest value of an integer column in one parquet file ((0, -1) when it has no rows), from its
+    footer's row-group statistics; None when a row group has none or the driver cannot read the file."""
+    def compute(file: str) -> tuple[int, int] | None:
         import pyarrow.parquet as pq
 
         meta = pq.ParquetFile(file).metadata
         idx = meta.schema.to_arrow_schema().get_field_index(column)
+        low: int | None = None
         top = -1
         for rg in (meta.row_group(i) for i in range(meta.num_row_groups)):
             if rg.num_rows == 0:
@@ -173,13 +174,20 @@ def column_max(path: str, column: str) -> int | None:
             stats = rg.column(idx).statistics if idx >= 0 else None
             if stats is None or not stats.has_min_max:
                 return None
+            low = stats.min if low is None else min(low, stats.min)
             top = max(top, stats.max)
-        return top
+        return (0 if low is None else low), top
 
     try:
-        return footer_fact(path, f"max:{column}", compute)
+        return footer_fact(path, f"range:{column}", compute)
     except Exception:  # noqa: BLE001 - not on the driver's disk, or an unreadable footer: the caller's general path
         return None
+
+
+def column_max(path: str, column: str) -> int | None:
+    """The largest value of an integer column in one parquet file (-1 when it has no rows); see :func:`column_range`."""
+    found = column_range(path, column)
+    return None if found is None else found[1]
 
 
 def file_bytes(paths: Iterable[str]) -> int:

@@ -30,4 +30,8 @@ DRIVER_CONF: dict[str, str] = {
     **SQL_CONF,
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    # compiled classes of generated code, kept by their source: Spark keeps 100, fewer than one
+    # incremental step of a long-lived driver generates (~55), so every step compiled its plans again and ran the
+    # new rows through cold, interpreted code. 1000 keep a few dozen queries' classes (a few MB of metaspace).
+    "spark.sql.codegen.cache.maxEntries": "1000",
 }

@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 from odf_core.metadata import DatasetVocabulary, Timestamp, TransformRequestInput
 from spark_jobs.columns import col
 from spark_jobs.errors import EngineFailure, InvalidQuery, user_message
-from spark_jobs.parquet_files import column_max, footer_fact, local_path, remember_fact, spark_schema_json
+from spark_jobs.parquet_files import column_max, column_range, footer_fact, local_path, remember_fact, spark_schema_json
 from spark_jobs.transform.catalyst import INPUT_MARKER
 
 OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
@@ -106,8 +106,44 @@ def slice_rows(session: SparkSession, inp: QueryInput, schema: T.StructType) -> 
         return read_rows(session, schema, ())
     if not inp.request.data_paths:
         raise EngineFailure(f"input {inp.alias!r} has an offsetInterval but no dataPaths")
+    rows = read_rows(session, schema, inp.request.data_paths)
+    if within(inp.request.data_paths, inp.vocab.offset, iv.start, iv.end):
+        return rows
     off = col(inp.vocab.offset)
-    return read_rows(session, schema, inp.request.data_paths).where((off >= F.lit(iv.start)) & (off <= F.lit(iv.end)))
+    return rows.where((off >= F.lit(iv.start)) & (off <= F.lit(iv.end)))
+
+
+def within(paths: Sequence[str], column: str, low: int, high: int) -> bool:
+    """Whether every row of these files has ``low <= column <= high``, by their footers' statistics.
+
+    A filter that keeps every row is left out rather than evaluated: besides its own cost, Spark writes a literal
+    bound into the generated code of the scan, so a filter whose bounds move at every step compiles a new class
+    per step, which then runs the new rows cold (interpreted) instead of reusing warm code."""
+    for p in paths:
+        found = column_range(p, column)
+        if found is None:
+            return False
+        lo, hi = found
+        if hi >= lo and (lo < low or hi > high):
+            return False
+    return True
+
+
+def up_to(paths: Sequence[str], column: str, end: int) -> tuple[list[str], bool]:
+    """The files that hold rows with ``column <= end``, and whether any of them also holds rows beyond ``end`` (so
+    a filter is still needed; see :func:`within`), by their footers' statistics."""
+    kept = []
+    straddle = False
+    for p in paths:
+        found = column_range(p, column)
+        if found is None:
+            return list(paths), True
+        lo, hi = found
+        if hi < lo or lo > end:  # no rows, or none up to ``end``
+            continue
+        kept.append(p)
+        straddle = straddle or hi > end
+    return kept, straddle
 
 
 def reduce_changelog(rows: DataFrame, vocab: DatasetVocabulary) -> DataFrame:
@@ -142,8 +178,11 @@ def history_rows(session: SparkSession, inp: QueryInput, schema: T.StructType, e
             raise EngineFailure(f"input {inp.alias!r}: a stateful query needs the input's history (all slices up "
                                 "to the new ones), which this request does not carry")
         paths = inp.request.data_paths if iv is not None else ()
-    rows = read_rows(session, schema, paths)
+    straddle = True
     if end is not None:
+        paths, straddle = up_to(paths, inp.vocab.offset, end)
+    rows = read_rows(session, schema, paths)
+    if end is not None and straddle:
         rows = rows.where(col(inp.vocab.offset) <= F.lit(end))
     if changelog or append_only(paths, inp.vocab):
         return rows  # with no -R/-C row the reduced state is the rows themselves: no shuffle over the history

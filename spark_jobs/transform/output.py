@@ -7,6 +7,7 @@ each by key columns, pair rank, -C before +C, then all output columns (nulls fir
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from typing import Sequence
 
 from pyspark import SparkContext
@@ -46,16 +47,28 @@ def sort_columns(df: DataFrame, names: Sequence[str]) -> list[Column]:
     return [col(n).asc_nulls_first() for n in names if orderable(types[n])]
 
 
+def step_constant(value: int, row: Column) -> Column:
+    """``value`` (a long) plus the integer column ``row``, computed per row from a literal passed by reference.
+
+    Spark writes long and timestamp literals into the generated code of a stage. The next offset and the system time
+    change at every transaction, so the slice-writing stage would compile a new class at every step and run its rows
+    cold (interpreted) instead of reusing warm code. A DECIMAL literal is passed by reference, and adding a column
+    keeps the optimiser from folding it back into a long literal (it folds ``x * 0``, not ``x - x``)."""
+    return (F.lit(Decimal(value)).cast(T.DecimalType(20, 0)) + row).cast(T.LongType())
+
+
 def finalize(df: DataFrame, op: Column, order: Sequence[Column], layout: OutputLayout,
              request: TransformRequest) -> DataFrame:
     """Assign offsets in ``order`` and lay the columns out as a data slice."""
     vocab = request.vocab
     types = {f.name: f.dataType for f in df.schema.fields}
-    rank = F.row_number().over(Window.orderBy(*order))
+    df = df.withColumn("__odf_slice_row", F.row_number().over(Window.orderBy(*order)))
+    rank = F.col("__odf_slice_row")
+    system_time = F.timestamp_micros(step_constant(request.system_time.epoch_ns // 1000, rank - rank))
     return df.select(
-        plain_alias((F.lit(request.next_offset - 1) + rank).cast(T.LongType()), vocab.offset),
+        plain_alias(step_constant(request.next_offset - 1, rank), vocab.offset),
         plain_alias(op.cast(T.IntegerType()), vocab.op),
-        plain_alias(F.lit(request.system_time.to_datetime()).cast(T.TimestampType()), vocab.system_time),
+        plain_alias(system_time, vocab.system_time),
         plain_alias(normalized(layout.event_time, types[layout.event_time]), vocab.event_time),
         *[plain_alias(normalized(n, types[n]), n) for n in layout.data],
     )
