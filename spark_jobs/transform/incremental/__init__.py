@@ -170,21 +170,22 @@ def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Del
         nothing = empty(step.session, step.cat.items(op.node.output()))
         return Delta(nothing, nothing, empty=True), old
     rows = _rows(step, op, weighted(expand(child.pos), expand(child.neg)))
-    change = aggregate.changes(spec, rows)
-    recompute = F.col("__odf_recompute") & (F.col(aggregate.ROWS) > 0)
-    combined, seen = step.keep(aggregate.combine(spec, old, change),
+    recompute = F.col(aggregate.RECOMPUTE) & (F.col(aggregate.ROWS) > 0)
+    combined, seen = step.keep(aggregate.update(spec, old, rows),
                                F.sum(F.when(recompute, 1).otherwise(0)).alias("flagged"))
     state_cols = [*spec.keys, *aggregate.state_columns(spec)]
-    new = combined.where(~F.col("__odf_recompute")).select(*state_cols)
+    new = combined.where(~F.col(aggregate.RECOMPUTE)).select(*state_cols)
+    touched = combined.where(F.col(aggregate.TOUCHED))
+    after = touched.where(~F.col(aggregate.RECOMPUTE)).select(*state_cols)
     if seen["flagged"]:  # a removed row reached a group's min/max: recompute those groups from history
         again = _rows(step, op, step.replay(spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
         recomputed = aggregate.initial(spec, aggregate.changes(spec, _restrict(again, combined.where(recompute),
                                                                                spec.keys)))
-        new, _ = step.keep(new.unionByName(recomputed.select(*state_cols)))
+        recomputed, _ = step.keep(recomputed.select(*state_cols))
+        new, after = new.unionByName(recomputed), after.unionByName(recomputed)
     new = new.where(aggregate.alive(spec))
-    touched = combined.where(F.col("__odf_touched"))
-    before = _restrict(old, touched, spec.keys).where(aggregate.alive(spec))
-    after = _restrict(new, touched, spec.keys)
+    after = after.where(aggregate.alive(spec))
+    before = aggregate.old_states(spec, touched).where(aggregate.alive(spec))
     attrs = aggregate.finals_attrs(spec)
     results = [(f"c{i}", r) for i, r in enumerate(spec.results)]
     out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),

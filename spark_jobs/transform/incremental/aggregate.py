@@ -156,35 +156,77 @@ def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
     return rows.groupBy(*keys).agg(*aggs)
 
 
-def combine(spec: AggregateSpec, old: DataFrame, change: DataFrame) -> DataFrame:
-    """Old states (keys + state columns) updated by a change: every group with ``__odf_present`` (1 when it existed
-    before), ``__odf_touched``, ``__odf_recompute`` (a removed value reached the old extreme) and new states."""
-    from spark_jobs.transform.incremental.state import same_keys
+OLD = "__odf_old"  # 1 on the rows of the old states in :func:`update`'s union, 0 on the changed rows
+TOUCHED, RECOMPUTE = "__odf_touched", "__odf_recompute"
 
-    o = old.select(*[F.col(c).alias(f"o_{c}") for c in old.columns], F.lit(1).alias(PRESENT))
-    d = change.select(*[F.col(c).alias(f"d_{c}") for c in change.columns], F.lit(1).alias("__odf_touched"))
-    joined = o.join(d, same_keys(o, d, [f"o_{k}" for k in spec.keys], [f"d_{k}" for k in spec.keys]), "full_outer")
-    touched = F.col("__odf_touched").isNotNull()
 
-    def add(c: str, t: T.DataType | None = None) -> Column:
-        v = F.coalesce(F.col(f"o_{c}"), F.lit(0)) + F.coalesce(F.col(f"d_{c}"), F.lit(0))
-        return v.cast(t) if t is not None else v
+def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
+    """Old states (keys + state columns) updated by changed rows (arguments + ``__odf_w`` = +1/-1).
 
-    cols = [F.when(touched, F.col(f"d_{k}")).otherwise(F.col(f"o_{k}")).alias(k) for k in spec.keys]
-    cols += [F.coalesce(F.col(PRESENT), F.lit(0)).alias(PRESENT), touched.alias("__odf_touched"),
-             add(ROWS, T.LongType()).alias(ROWS)]
-    recompute: Column = F.lit(False)
+    One aggregation over the union of both, grouped by the keys (NULL keys group together, as GROUP BY groups them):
+    no join, and Spark aggregates each side partially before its one shuffle. Every group gets ``__odf_present``
+    (1 when it existed before), ``__odf_touched``, ``__odf_recompute`` (a removed value reached the old extreme), the
+    new state columns, and the old ones prefixed ``o_`` (the group's output before the change is computed from
+    them, without reading the old states again)."""
+    w = F.col(WEIGHT)
+    state = state_columns(spec)
+    change: dict[str, Column] = {ROWS: w}
+    kept: dict[str, Column] = {ROWS: F.col(ROWS)}
+    for j, a in enumerate(spec.adapters):
+        args = [F.col(f"a{j}_{m}") for m in range(len(a.args))]
+        if a.kind == "count":
+            present = args[0].isNotNull()
+            for x in args[1:]:
+                present = present & x.isNotNull()
+            change[f"s{j}_n"] = F.when(present, w).otherwise(0)
+            kept[f"s{j}_n"] = F.col(f"s{j}_n")
+        elif a.kind in ("sum", "avg"):
+            v = args[0].cast(a.state_type())
+            change[f"s{j}_s"] = F.when(w > 0, v).otherwise(-v).cast(a.state_type())
+            change[f"s{j}_n"] = F.when(args[0].isNotNull(), w).otherwise(0)
+            kept[f"s{j}_s"], kept[f"s{j}_n"] = F.col(f"s{j}_s"), F.col(f"s{j}_n")
+        else:
+            change[f"s{j}_m"] = F.when(w > 0, args[0])
+            change[f"x{j}"] = F.when(w < 0, args[0])
+            kept[f"s{j}_m"], kept[f"x{j}"] = F.col(f"s{j}_m"), F.lit(None)
+    parts = list(change)
+    types = {f.name: f.dataType for f in old.schema.fields}
+    types.update({f"x{j}": types[f"s{j}_m"] for j, a in enumerate(spec.adapters) if a.kind in ("min", "max")})
+    keys = [F.col(k) for k in spec.keys]
+    new_rows = rows.select(*keys, F.lit(0).alias(OLD), *[change[c].cast(types[c]).alias(c) for c in parts],
+                           *[F.lit(None).cast(types[c]).alias(f"o_{c}") for c in state])
+    old_rows = old.select(*keys, F.lit(1).alias(OLD), *[kept[c].cast(types[c]).alias(c) for c in parts],
+                          *[F.col(c).alias(f"o_{c}") for c in state])
+    both = old_rows.unionByName(new_rows)
+    aggs: list[Column] = [F.max(OLD).alias(PRESENT), F.min(OLD).alias("__odf_min_old"),
+                          F.sum(ROWS).cast(T.LongType()).alias(ROWS)]
     for j, a in enumerate(spec.adapters):
         if a.kind == "count":
-            cols.append(add(f"s{j}_n", T.LongType()).alias(f"s{j}_n"))
+            aggs.append(F.sum(f"s{j}_n").cast(T.LongType()).alias(f"s{j}_n"))
         elif a.kind in ("sum", "avg"):
-            cols += [add(f"s{j}_s", a.state_type()).alias(f"s{j}_s"), add(f"s{j}_n", T.LongType()).alias(f"s{j}_n")]
+            aggs += [F.sum(f"s{j}_s").cast(a.state_type()).alias(f"s{j}_s"),
+                     F.sum(f"s{j}_n").cast(T.LongType()).alias(f"s{j}_n")]
         else:
-            om, dm, x = F.col(f"o_s{j}_m"), F.col(f"d_s{j}_m"), F.col(f"d_x{j}")
-            cols.append((F.least if a.kind == "min" else F.greatest)(om, dm).alias(f"s{j}_m"))
+            pick = F.min if a.kind == "min" else F.max
+            aggs += [pick(f"s{j}_m").alias(f"s{j}_m"), pick(f"x{j}").alias(f"x{j}")]
+    aggs += [F.max(f"o_{c}").alias(f"o_{c}") for c in state]  # one old row per group: its values
+    grouped = both.groupBy(*keys).agg(*aggs)
+    recompute: Column = F.lit(False)
+    for j, a in enumerate(spec.adapters):
+        if a.kind in ("min", "max"):
+            x, om = F.col(f"x{j}"), F.col(f"o_s{j}_m")
             reached = (x <= om) if a.kind == "min" else (x >= om)
             recompute = recompute | (x.isNotNull() & (om.isNull() | reached))
-    return joined.select(*cols, recompute.alias("__odf_recompute"))
+    return grouped.select(*keys, F.coalesce(F.col(PRESENT), F.lit(0)).alias(PRESENT),
+                          (F.coalesce(F.col("__odf_min_old"), F.lit(1)) == 0).alias(TOUCHED),
+                          *[F.col(c) for c in state], *[F.col(f"o_{c}") for c in state],
+                          recompute.alias(RECOMPUTE))
+
+
+def old_states(spec: AggregateSpec, updated: DataFrame) -> DataFrame:
+    """The states before the change, of the groups in ``updated`` that existed (see :func:`update`)."""
+    return updated.where(F.col(PRESENT) == 1).select(*[F.col(k) for k in spec.keys],
+                                                     *[F.col(f"o_{c}").alias(c) for c in state_columns(spec)])
 
 
 def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
