@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from odf_core.engine.spark_conf import DRIVER_CONF
+
 # spark-submit and the pyspark launcher are found through the venv's bin directory.
 _VENV_BIN = str(Path(sys.executable).parent)
 if _VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
@@ -24,6 +26,7 @@ SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
+    "spark.sql.codegen.cache.maxEntries": DRIVER_CONF["spark.sql.codegen.cache.maxEntries"],
 }
 
 

@@ -53,8 +53,11 @@ def step_constant(value: int, row: Column) -> Column:
     Spark writes long and timestamp literals into the generated code of a stage. The next offset and the system time
     change at every transaction, so the slice-writing stage would compile a new class at every step and run its rows
     cold (interpreted) instead of reusing warm code. A DECIMAL literal is passed by reference, and adding a column
-    keeps the optimiser from folding it back into a long literal (it folds ``x * 0``, not ``x - x``)."""
-    return (F.lit(Decimal(value)).cast(T.DecimalType(20, 0)) + row).cast(T.LongType())
+    keeps the optimiser from folding it back into a long literal (it folds ``x * 0``, not ``x - x``). Spark types the
+    DECIMAL sum as nullable, though it is never NULL here (ANSI arithmetic fails instead): the coalesce keeps the
+    column NOT NULL in the slice's schema, as a long literal's sum was."""
+    exact = (F.lit(Decimal(value)).cast(T.DecimalType(20, 0)) + row).cast(T.LongType())
+    return F.coalesce(exact, F.lit(0).cast(T.LongType()))
 
 
 def finalize(df: DataFrame, op: Column, order: Sequence[Column], layout: OutputLayout,

@@ -180,6 +180,23 @@ def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
     assert {R, OP_CORRECT_FROM, OP_CORRECT_TO} <= set(ops)  # the history exercised retractions and corrections
 
 
+def test_a_repeated_step_runs_warm_generated_code(spark, tmp_path):
+    """A step of the shape of the previous one compiles no new class of generated code: the codegen cache holds a
+    step's classes, and no per-step value (offset bounds, next offset, system time) is written into the code. New
+    code would be compiled at every step and run the step's rows cold."""
+    events = [Event(OP_APPEND, minutes(i), (f"k{i % 4}", i)) for i in range(16)]
+    coord = MiniCoordinator(spark, tmp_path, FAMILIES["aggregates"][0], [InputSpec("a", DATA, events)])
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    counts = []
+    for _ in range(4):
+        before = compiled.getCount()
+        coord.step(Txn({"a": 4}))
+        counts.append(compiled.getCount() - before)
+    assert [r.diagnostics["path"] for r in coord.result.responses] == ["rebuild"] + ["incremental"] * 3
+    assert counts[2:] == [0, 0], counts
+    assert reduce_output(coord.result.rows()) == batch_reference(spark, coord.transform, coord.inputs)
+
+
 def test_a_full_path_checkpoint_is_rebuilt_once_then_updated(spark, tmp_path):
     """Switching the path on for a dataset whose checkpoint the full path wrote: one rebuild (said in a warning),
     then incremental steps; the reduced output is still the batch result."""

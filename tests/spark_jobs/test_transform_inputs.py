@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from odf_core.metadata import DatasetVocabulary, TransformRequestInput
 from odf_core.identity import DatasetID
 from spark_jobs.parquet_files import column_max
-from spark_jobs.transform.inputs import QueryInput, append_only, history_rows, input_schema
+from spark_jobs.transform.inputs import QueryInput, append_only, history_rows, input_schema, up_to, within
 
 TS = pa.timestamp("ms", tz="UTC")
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -54,3 +54,21 @@ def test_history_is_reduced_only_when_it_has_retractions(spark, tmp_path):
         rows = history_rows(spark, inp, input_schema(spark, inp, 0), None, changelog=False)
         assert ("Window" in plan_of(rows)) == reduced
         assert sorted(r["name"] for r in rows.collect()) == names
+
+
+def test_footers_tell_which_slices_need_an_offset_filter(spark, tmp_path):
+    """A filter on offsets that keeps every row of a file is left out (its moving bounds would be compiled into new
+    code at every step); files entirely past the end are not read; a file without statistics keeps the filter."""
+    a = slice_file(tmp_path / "a.parquet", 0, [0, 0, 0], ["x", "y", "z"])
+    b = slice_file(tmp_path / "b.parquet", 3, [0, 0], ["u", "v"])
+    c = slice_file(tmp_path / "c.parquet", 5, [0], ["w"], statistics=False)
+    assert within([a, b], "offset", 0, 4) and not within([a, b], "offset", 1, 4) and not within([b, c], "offset", 3, 5)
+    assert up_to([a, b], "offset", 2) == ([a], False)
+    assert up_to([a, b], "offset", 3) == ([a, b], True)
+    assert up_to([a, c], "offset", 2) == ([a, c], True)
+    inp = query_input([a, b])
+    schema = input_schema(spark, inp, 0)
+    old = history_rows(spark, inp, schema, 2, changelog=False)
+    assert "Filter" not in plan_of(old) and sorted(r["name"] for r in old.collect()) == ["x", "y", "z"]
+    cut = history_rows(spark, inp, schema, 3, changelog=False)
+    assert "Filter" in plan_of(cut) and sorted(r["name"] for r in cut.collect()) == ["u", "x", "y", "z"]
