@@ -33,7 +33,8 @@ from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, eva
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
 from spark_jobs.transform.incremental.sizing import StepSizing, history_size
 from spark_jobs.transform.incremental.state import StateStore, StateWriter, same_keys
-from spark_jobs.transform.inputs import OP_CORRECT_FROM, OP_RETRACT, QueryInput, history_rows, slice_rows
+from spark_jobs.transform.inputs import (OP_CORRECT_FROM, OP_RETRACT, QueryInput, append_only, history_rows,
+                                        slice_rows)
 from spark_jobs.transform.output import normalized
 
 ENABLED_CONF = "spark.odf.incremental.enabled"
@@ -71,9 +72,10 @@ class Step:
             return Delta(nothing, nothing, empty=True)
         rows = slice_rows(self.session, inp, schema)
         if idx in self.changelog:  # the query reads the changelog itself: every row is a new row
-            return Delta(as_frame(rows), as_frame(rows.limit(0)))
+            return Delta(as_frame(rows), as_frame(rows.limit(0)), gains_only=True)
         removed = col(inp.vocab.op).isin(OP_RETRACT, OP_CORRECT_FROM)
-        return Delta(as_frame(rows.where(~removed)), as_frame(rows.where(removed)))
+        return Delta(as_frame(rows.where(~removed)), as_frame(rows.where(removed)),
+                     gains_only=append_only(inp.request.data_paths, inp.vocab))
 
     def history(self, idx: int, old: bool = False) -> DataFrame:
         """An input's rows up to its new end, or with ``old`` up to where the previous step ended."""
@@ -126,11 +128,13 @@ def segment_change(step: Step, seg: Segment, changes: Mapping[str, Delta]) -> De
     pos: dict[Path, DataFrame] = {}
     neg: dict[Path, DataFrame] = {}
     any_change = False
+    gains_only = True
     for f in seg.frontiers:
         if f.kind == "constant":
             continue
         d = step.input_change(f.input) if f.kind == "input" else changes[f.op.id]  # type: ignore[union-attr,arg-type]
         any_change = any_change or not d.empty
+        gains_only = gains_only and (d.empty or d.gains_only)
         pos[f.path], neg[f.path] = d.pos, d.neg
     if not any_change:
         attrs = step.cat.items(seg.node.output())
@@ -138,7 +142,7 @@ def segment_change(step: Step, seg: Segment, changes: Mapping[str, Delta]) -> De
         return Delta(nothing, nothing, empty=True)
     # constants stay in place: they appear in both evaluations, and cancel where changes are summed up (a row both
     # added and removed is a change that nets to nothing: aggregates sum it away, the output is netted at the end)
-    return Delta(evaluate(step.cat, seg.node, pos), evaluate(step.cat, seg.node, neg))
+    return Delta(evaluate(step.cat, seg.node, pos), evaluate(step.cat, seg.node, neg), gains_only=gains_only)
 
 
 def _rows(step: Step, op: Op, frame: DataFrame) -> DataFrame:

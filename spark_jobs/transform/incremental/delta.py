@@ -16,11 +16,13 @@ from spark_jobs.transform.incremental.frames import COUNT, WEIGHT
 @dataclass(frozen=True)
 class Delta:
     """``pos``/``neg``: frames of the node (plain or counted); ``empty``: known to be no change without asking Spark
-    (an input with no new slice)."""
+    (an input with no new slice); ``gains_only``: known to lose no row (an append-only slice, by its footers), so
+    the node's new rows are its old rows plus ``pos``."""
 
     pos: DataFrame
     neg: DataFrame
     empty: bool = False
+    gains_only: bool = False
 
 
 def weighted(pos: DataFrame, neg: DataFrame) -> DataFrame:

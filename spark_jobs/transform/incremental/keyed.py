@@ -8,7 +8,8 @@ the parts add up to the whole change) and for each changed child either
   contributes output rows independently of the child's other rows: both sides of an inner join, the preserved side
   of an outer join, the left side of a semi/anti join), or
 - *recomputes the touched keys*: the child's rows of the keys its change touches, before and after, read from the
-  inputs' history; the output change is the difference of the operator over the two.
+  inputs' history (once when the change only adds rows: then the rows after are the rows before plus the added
+  ones); the output change is the difference of the operator over the two.
 So a join of a growing input with a lookup table costs the new rows plus the lookup table, and a window or an
 aggregate costs the history of the keys the new rows touch, not the whole history.
 """
@@ -21,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.transform.catalyst import Catalyst
-from spark_jobs.transform.incremental.frames import COUNT, evaluate, project
+from spark_jobs.transform.incremental.frames import COUNT, evaluate, expand, project
 from spark_jobs.transform.incremental.plan import Unsupported
 
 if TYPE_CHECKING:  # the step and its operators live in the package, which imports this module
@@ -154,8 +155,13 @@ def step(step: "Step", op: "Op", changes: dict) -> "Delta":
         step.hold(wanted)
         others = {(j,): restrict(cat, rows(j), attrs[j], spec.keys[j], wanted)
                   for j in range(len(deltas)) if j != i}
-        after = restrict(cat, step.replay(op.children[i].node), attrs[i], spec.keys[i], wanted)
         before = restrict(cat, step.replay(op.children[i].node, old=True), attrs[i], spec.keys[i], wanted)
+        if d.gains_only:  # the touched keys' new rows are their old rows plus the gained ones: one history read
+            before = before.persist()
+            step.hold(before)
+            after = before.unionByName(expand(d.pos))
+        else:
+            after = restrict(cat, step.replay(op.children[i].node), attrs[i], spec.keys[i], wanted)
         pos.append(evaluate(cat, op.node, {**others, (i,): after}))
         neg.append(evaluate(cat, op.node, {**others, (i,): before}))
     if not pos:
