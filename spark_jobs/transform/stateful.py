@@ -78,14 +78,16 @@ def align_old_state(old: DataFrame, new_schema: T.StructType, names: Sequence[st
     return old.select(*cols, F.col(COUNT))
 
 
-def diff(old: DataFrame, new: DataFrame, names: Sequence[str], key: tuple[str, ...] | None
+def diff(old: DataFrame, new: DataFrame, names: Sequence[str], key: tuple[str, ...] | None, netted: bool = False
          ) -> tuple[DataFrame, Column, list[Column]]:
-    """Rows that changed between two counted states, with their op and canonical order."""
+    """Rows that changed between two counted states, with their op and canonical order; ``netted``: the two share
+    no row (an incremental step's lost and gained rows), so they need no netting."""
     cols = [col(n) for n in names]
     both = old.select(*cols, (-F.col(COUNT)).alias("__odf_d")).unionByName(
         new.select(*cols, F.col(COUNT).alias("__odf_d")))
     both = both.coalesce(1)  # two single files: grouping, windows and numbering run without a shuffle
-    delta = both.groupBy(*cols).agg(F.sum("__odf_d").alias("__odf_d")).where(F.col("__odf_d") != 0)
+    delta = both if netted else both.groupBy(*cols).agg(F.sum("__odf_d").alias("__odf_d"))
+    delta = delta.where(F.col("__odf_d") != 0)
     rows = delta.select(
         *cols,
         F.when(F.col("__odf_d") < 0, 0).otherwise(1).alias("__odf_side"),
@@ -233,7 +235,9 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
 
             states = {op.id: step.keep(incremental.initial_states(step, op))[0] for op in step.plan.ops
                       if op.kind != incremental.keyed.KIND}
+            t1 = time.monotonic()
             sizes = incremental.write_checkpoint(step, request, states)
+            diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
             diag["state_rows"] = sum(sizes.values())
         if prev is not None and prev.stateful:
             old_state = align_old_state(previous_output(session, request, inputs, schemas, prev), schema,
@@ -265,7 +269,9 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     types = {f.name: f.dataType for f in out_schema.fields}
     top, new_states = incremental.output_change(step, out_schema.names, states)
     change, _ = step.keep(incremental.counted_change(top, out_schema.names, names, types))
+    t1 = time.monotonic()
     sizes = incremental.write_checkpoint(step, request, new_states)
+    diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
     diag["state_rows"] = sum(sizes.values())
     diag["sizing"] = step.sizing.describe()
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
@@ -273,6 +279,6 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     w = F.col(incremental.WEIGHT)
     lost = change.where(w < 0).select(*[col(n) for n in names], (-w).alias(COUNT))
     gained = change.where(w > 0).select(*[col(n) for n in names], w.alias(COUNT))
-    rows, op, order = diff(lost, gained, names, info.key)
+    rows, op, order = diff(lost, gained, names, info.key, netted=True)  # counted_change netted them
     diag["correction_key"] = list(info.key) if info.key is not None else None
     return write_output(finalize(rows, op, order, layout, request), request)
