@@ -88,11 +88,14 @@ class Sizes:
     aggregate_reps: dict[int, int] = field(default_factory=lambda: {1_000_000: 5, 10_000_000: 3})
     tiny_rows: int = 10
     tiny_reps: int = 7
+    # unmeasured steps of the measured shape before its runs: a long-lived engine's JVM compiles a 10k-row step's hot
+    # code over its first 2-3 steps (runs 2.8, 2.3, 2.1, 2.2, 2.0 s after one warm-up step)
+    warm_steps: int = 3
     submit_reps: int = 5
 
 
 QUICK = Sizes(histories=(20_000, 200_000), slices=3, new_rows=1_000, stateless_reps=2,
-              aggregate_reps={20_000: 1, 200_000: 1}, tiny_reps=2, submit_reps=1)
+              aggregate_reps={20_000: 1, 200_000: 1}, tiny_reps=2, submit_reps=1, warm_steps=1)
 
 
 # -- root datasets without Spark -----------------------------------------------------------------------------------
@@ -240,7 +243,6 @@ def bench_stateless(ctx: Ctx) -> str:
         initial[rows] = ctx.run(derivs[rows])
         print(f"  initial run over {rows} rows: {initial[rows].seconds:.1f} s", flush=True)
     runs: dict[int, list[Run]] = {rows: [] for rows in sz.histories}
-    plain: list[float] = []
 
     def trial(rows: int) -> Callable[[], float]:
         def go() -> float:
@@ -445,8 +447,9 @@ def bench_incremental(ctx: Ctx) -> str:
         first = ctx.run(name)
         print(f"  incremental: first (rebuild) run over {root.handle.state().next_offset} rows {first.seconds:.1f} s",
               flush=True)
-        root.add(sz.new_rows, seed=1999)
-        ctx.run(name)  # one unmeasured step: the JVM compiles the paths of a 10k-row step before the first size's runs
+        for k in range(sz.warm_steps):  # unmeasured: the JVM compiles the paths of a 10k-row step
+            root.add(sz.new_rows, seed=1990 + k)
+            ctx.run(name)
         runs: list[Run] = []
         fixed: list[Run] = []
         batch: list[float] = []
@@ -483,7 +486,8 @@ def bench_incremental(ctx: Ctx) -> str:
         notes.append(f"{_millions(rows)}: first transaction (rebuild: full path + state) {first.seconds:.1f} s; "
                      f"incremental runs {', '.join(f'{r.seconds:.2f}' for r in runs)} s; the tiny step after each "
                      f"{', '.join(f'{r.seconds:.2f}' for r in fixed)} s; batch "
-                     f"{', '.join(f'{t:.1f}' for t in batch)} s; checkpoint {checkpoint_mb:.2f} MB; "
+                     f"{', '.join(f'{t:.1f}' for t in batch)} s; checkpoint {checkpoint_mb:.2f} MB, written in "
+                     f"{median(r.timings_ms.get('checkpoint', float('nan')) for r in runs):.0f} ms (median); "
                      f"engine timings of the median run (ms): {median_run(runs).timings_ms}.")
         breakdowns += [f"Where the time goes, {_millions(rows)} rows (the median run):", "",
                        render_breakdown(STEPS, median_run(runs).steps, median_run(runs).seconds,
@@ -499,7 +503,8 @@ def bench_incremental(ctx: Ctx) -> str:
         f"Query: `{INCREMENTAL_SQL}` (10k groups). Each incremental transaction follows a new {sz.new_rows:,}-row "
         "slice; the incremental path updates the per-group state from the new rows and writes the change of the "
         "touched groups' output rows as the slice (docs/transforms.md). The reduced output is checked against the "
-        f"batch result (exact). Medians ({reps_text}, after one unmeasured step), alternating with the batch query. "
+        f"batch result (exact). Medians ({reps_text}, after {sz.warm_steps} unmeasured steps), alternating with the "
+        "batch query. "
         "Ratio = incremental / "
         f"batch (lower is better). Fixed cost of the path: a step of {sz.tiny_rows} new rows on a "
         f"{sz.tiny_rows}-row history, in process, run right after each measured step; a step's cost with the fixed "
@@ -563,8 +568,9 @@ def bench_keyed(ctx: Ctx) -> str:
         warm_up_tiny(ctx, tiny, tiny_name, seed=12)
         fixed: list[Run] = []
         first = ctx.run(name)
-        root.add(sz.new_rows, seed=2999)
-        ctx.run(name)  # one unmeasured step (JIT warm-up of a 10k-row step)
+        for k in range(sz.warm_steps):  # unmeasured (JIT warm-up of a 10k-row step)
+            root.add(sz.new_rows, seed=2990 + k)
+            ctx.run(name)
         runs: list[Run] = []
         batch: list[float] = []
         expected: list = []
