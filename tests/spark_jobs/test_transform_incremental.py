@@ -121,9 +121,12 @@ FIXED_A = [Event(OP_APPEND, minutes(1), ("p", 3)), Event(OP_APPEND, minutes(2), 
 FIXED_B = [Event(OP_APPEND, minutes(5), ("p", 1)), Event(OP_APPEND, minutes(6), ("s", -1))]
 
 
-def _run(spark, root, transform, inputs, split, incremental: bool = True, adaptive: bool = False) -> MiniCoordinator:
+def _run(spark, root, transform, inputs, split, incremental: bool = True, adaptive: bool = False,
+         small_step_rows: int | None = None) -> MiniCoordinator:
     spark.conf.set("spark.odf.incremental.enabled", str(incremental).lower())
     spark.conf.set("spark.odf.incremental.adaptive", str(adaptive).lower())
+    if small_step_rows is not None:
+        spark.conf.set("spark.odf.incremental.smallStepRows", str(small_step_rows))
     try:
         coord = MiniCoordinator(spark, root, transform, inputs, watermarks=True)
         for t in split:
@@ -132,6 +135,7 @@ def _run(spark, root, transform, inputs, split, incremental: bool = True, adapti
     finally:
         spark.conf.unset("spark.odf.incremental.enabled")
         spark.conf.unset("spark.odf.incremental.adaptive")
+        spark.conf.unset("spark.odf.incremental.smallStepRows")
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -158,11 +162,18 @@ def test_any_changelog_and_split_gives_the_batch_result(spark, tmp_path_factory,
 
 
 def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
-    """Same requests with the incremental path switched off, and with Spark's adaptive execution planning the
-    incremental steps' shuffles instead of the step itself: the same output tables, row for row."""
+    """Same requests with the incremental path switched off, with Spark's adaptive execution planning the
+    incremental steps' shuffles instead of the step itself, and with these small steps shuffling in several
+    partitions instead of one: the same output tables, row for row."""
     transform, _ = FAMILIES["aggregates"]
     split = [Txn({"a": 3, "b": 0}), Txn({"a": 2}), Txn({"a": 3}), Txn({"a": 1})]
     inc = _run(spark, tmp_path / "inc", transform, _inputs(FIXED_A, FIXED_B), split)
+    parts = _run(spark, tmp_path / "parts", transform, _inputs(FIXED_A, FIXED_B), split, small_step_rows=0)
+    cores = str(spark.sparkContext.defaultParallelism)
+    assert [r.diagnostics["sizing"].split(" ")[0] for r in parts.result.responses[1:]] == [cores] * 3
+    assert [r.diagnostics["sizing"].split(" ")[0] for r in inc.result.responses[1:]] == ["1"] * 3
+    for a, b in zip(inc.result.slices, parts.result.slices):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
     adaptive = _run(spark, tmp_path / "adaptive", transform, _inputs(FIXED_A, FIXED_B), split, adaptive=True)
     full = _run(spark, tmp_path / "full", transform, _inputs(FIXED_A, FIXED_B), split, incremental=False)
     assert [r.diagnostics["path"] for r in inc.result.responses] == ["rebuild", "incremental", "incremental",

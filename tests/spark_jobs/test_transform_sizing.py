@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.transform.incremental.sizing import ADAPTIVE_CONF, ROWS_PER_PARTITION, size_step
+from spark_jobs.transform.incremental.sizing import ADAPTIVE_CONF, ROWS_PER_PARTITION, SMALL_STEP_ROWS, size_step
 
 pytestmark = pytest.mark.spark
 
@@ -14,8 +14,11 @@ def test_partitions_follow_the_rows_a_step_reads(spark):
     session = spark.newSession()
     cores = spark.sparkContext.defaultParallelism
     sizing = size_step(session, [], None)
-    assert sizing.partitions == cores and session.conf.get("spark.sql.adaptive.enabled") == "false"
-    sizing.cover(ROWS_PER_PARTITION * (cores + 1) + 1)  # a history bigger than one partition per core
+    # a small step: one partition (its tasks would cost more than they share)
+    assert sizing.partitions == 1 and session.conf.get("spark.sql.adaptive.enabled") == "false"
+    sizing.cover(SMALL_STEP_ROWS + 1)  # past the small step: at least one partition per core
+    assert sizing.partitions == cores and session.conf.get("spark.sql.shuffle.partitions") == str(cores)
+    sizing.cover(ROWS_PER_PARTITION * (cores + 1))  # a history bigger than one partition per core
     assert sizing.partitions == cores + 2 and session.conf.get("spark.sql.shuffle.partitions") == str(cores + 2)
     sizing.cover(10)  # never lowered
     assert sizing.partitions == cores + 2
