@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.transform.incremental.sizing import ADAPTIVE_CONF, ROWS_PER_PARTITION, SMALL_STEP_ROWS, size_step
+from spark_jobs.errors import EngineFailure
+from spark_jobs.transform.incremental.sizing import (ADAPTIVE_CONF, ROWS_PER_PARTITION, SMALL_STEP_CONF, SMALL_STEP_ROWS,
+                                                    size_step)
 
 pytestmark = pytest.mark.spark
 
@@ -34,3 +36,11 @@ def test_adaptive_execution_can_be_kept(spark):
     sizing.cover(10 * ROWS_PER_PARTITION)
     assert sizing.partitions is None and sizing.describe() == "adaptive execution"
     assert session.conf.get("spark.sql.shuffle.partitions") == before
+
+
+@pytest.mark.parametrize("value", ["many", "-1"])
+def test_a_bad_small_step_setting_names_itself(spark, value):
+    session = spark.newSession()
+    session.conf.set(SMALL_STEP_CONF, value)
+    with pytest.raises(EngineFailure, match=rf"{SMALL_STEP_CONF}: expected a number of rows \(0 or more\), got '{value}'"):
+        size_step(session, [], None)

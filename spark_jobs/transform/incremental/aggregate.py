@@ -14,7 +14,7 @@ The output of a group is computed by the query's own result expressions over the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -132,28 +132,35 @@ def state_columns(spec: AggregateSpec) -> list[str]:
     return cols
 
 
-def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
-    """Per group, the change of every state column over ``rows`` (arguments + ``__odf_w`` = +1/-1), plus for
-    min/max the extreme of the removed values (``x<j>``). One row for a global aggregate even over no rows."""
+def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Column], Column]]]:
+    """What one changed row (arguments + ``__odf_w`` = +1/-1) contributes to each state column, and how a group's
+    contributions fold: ±1 to the counts and signed values to the sums (summed), the added value to a min/max
+    (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max)."""
     w = F.col(WEIGHT)
-    aggs: list[Column] = [F.sum(w).alias(ROWS)]
+    found: dict[str, tuple[Column, Callable[[Column], Column]]] = {ROWS: (w, F.sum)}
     for j, a in enumerate(spec.adapters):
         args = [F.col(f"a{j}_{m}") for m in range(len(a.args))]
         if a.kind == "count":
             present = args[0].isNotNull()
             for x in args[1:]:
                 present = present & x.isNotNull()
-            aggs.append(F.sum(F.when(present, w).otherwise(0)).alias(f"s{j}_n"))
+            found[f"s{j}_n"] = (F.when(present, w).otherwise(0), F.sum)
         elif a.kind in ("sum", "avg"):
             v = args[0].cast(a.state_type())
-            aggs.append(F.sum(F.when(w > 0, v).otherwise(-v)).cast(a.state_type()).alias(f"s{j}_s"))
-            aggs.append(F.sum(F.when(args[0].isNotNull(), w).otherwise(0)).alias(f"s{j}_n"))
+            found[f"s{j}_s"] = (F.when(w > 0, v).otherwise(-v).cast(a.state_type()), F.sum)
+            found[f"s{j}_n"] = (F.when(args[0].isNotNull(), w).otherwise(0), F.sum)
         else:
             pick = F.min if a.kind == "min" else F.max
-            aggs.append(pick(F.when(w > 0, args[0])).alias(f"s{j}_m"))
-            aggs.append(pick(F.when(w < 0, args[0])).alias(f"x{j}"))
-    keys = [F.col(k) for k in spec.keys]
-    return rows.groupBy(*keys).agg(*aggs)
+            found[f"s{j}_m"] = (F.when(w > 0, args[0]), pick)
+            found[f"x{j}"] = (F.when(w < 0, args[0]), pick)
+    return found
+
+
+def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
+    """Per group, the change of every state column over ``rows``, plus for min/max the extreme of the removed values
+    (``x<j>``). One row for a global aggregate even over no rows."""
+    aggs = [fold(expr).alias(name) for name, (expr, fold) in contributions(spec).items()]
+    return rows.groupBy(*[F.col(k) for k in spec.keys]).agg(*aggs)
 
 
 OLD = "__odf_old"  # 1 on the rows of the old states in :func:`update`'s union, 0 on the changed rows
@@ -168,27 +175,11 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
     (1 when it existed before), ``__odf_touched``, ``__odf_recompute`` (a removed value reached the old extreme), the
     new state columns, and the old ones prefixed ``o_`` (the group's output before the change is computed from
     them, without reading the old states again)."""
-    w = F.col(WEIGHT)
     state = state_columns(spec)
-    change: dict[str, Column] = {ROWS: w}
-    kept: dict[str, Column] = {ROWS: F.col(ROWS)}
-    for j, a in enumerate(spec.adapters):
-        args = [F.col(f"a{j}_{m}") for m in range(len(a.args))]
-        if a.kind == "count":
-            present = args[0].isNotNull()
-            for x in args[1:]:
-                present = present & x.isNotNull()
-            change[f"s{j}_n"] = F.when(present, w).otherwise(0)
-            kept[f"s{j}_n"] = F.col(f"s{j}_n")
-        elif a.kind in ("sum", "avg"):
-            v = args[0].cast(a.state_type())
-            change[f"s{j}_s"] = F.when(w > 0, v).otherwise(-v).cast(a.state_type())
-            change[f"s{j}_n"] = F.when(args[0].isNotNull(), w).otherwise(0)
-            kept[f"s{j}_s"], kept[f"s{j}_n"] = F.col(f"s{j}_s"), F.col(f"s{j}_n")
-        else:
-            change[f"s{j}_m"] = F.when(w > 0, args[0])
-            change[f"x{j}"] = F.when(w < 0, args[0])
-            kept[f"s{j}_m"], kept[f"x{j}"] = F.col(f"s{j}_m"), F.lit(None)
+    found = contributions(spec)
+    change = {name: expr for name, (expr, _) in found.items()}
+    # an old state's row carries its values and removes nothing
+    kept = {name: (F.lit(None) if name.startswith("x") else F.col(name)) for name in found}
     parts = list(change)
     types = {f.name: f.dataType for f in old.schema.fields}
     types.update({f"x{j}": types[f"s{j}_m"] for j, a in enumerate(spec.adapters) if a.kind in ("min", "max")})
@@ -199,16 +190,7 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
                           *[F.col(c).alias(f"o_{c}") for c in state])
     both = old_rows.unionByName(new_rows)
     aggs: list[Column] = [F.max(OLD).alias(PRESENT), F.min(OLD).alias("__odf_min_old"),
-                          F.sum(ROWS).cast(T.LongType()).alias(ROWS)]
-    for j, a in enumerate(spec.adapters):
-        if a.kind == "count":
-            aggs.append(F.sum(f"s{j}_n").cast(T.LongType()).alias(f"s{j}_n"))
-        elif a.kind in ("sum", "avg"):
-            aggs += [F.sum(f"s{j}_s").cast(a.state_type()).alias(f"s{j}_s"),
-                     F.sum(f"s{j}_n").cast(T.LongType()).alias(f"s{j}_n")]
-        else:
-            pick = F.min if a.kind == "min" else F.max
-            aggs += [pick(f"s{j}_m").alias(f"s{j}_m"), pick(f"x{j}").alias(f"x{j}")]
+                          *[fold(F.col(name)).alias(name) for name, (_, fold) in found.items()]]
     aggs += [F.max(f"o_{c}").alias(f"o_{c}") for c in state]  # one old row per group: its values
     grouped = both.groupBy(*keys).agg(*aggs)
     recompute: Column = F.lit(False)

@@ -22,6 +22,7 @@ from typing import Sequence
 
 from pyspark.sql import SparkSession
 
+from spark_jobs.errors import EngineFailure
 from spark_jobs.parquet_files import num_rows
 from spark_jobs.transform.inputs import QueryInput
 
@@ -31,6 +32,17 @@ ROWS_PER_PARTITION = 2_000_000
 #: Up to this many rows a step's shuffles run in one partition (``spark.odf.incremental.smallStepRows``).
 SMALL_STEP_ROWS = 100_000
 SMALL_STEP_CONF = "spark.odf.incremental.smallStepRows"
+
+
+def small_step_rows(session: SparkSession) -> int:
+    raw = str(session.conf.get(SMALL_STEP_CONF, str(SMALL_STEP_ROWS)))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise EngineFailure(f"Spark setting {SMALL_STEP_CONF}: expected a number of rows (0 or more), got {raw!r}")
+    return value
 
 
 def partitions_for(rows: int, cores: int, small: int = SMALL_STEP_ROWS) -> int:
@@ -85,7 +97,7 @@ def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: s
     if str(session.conf.get(ADAPTIVE_CONF, "false")).lower() == "true":
         return StepSizing(session, rows, None)
     cores = max(1, session.sparkContext.defaultParallelism)
-    small = int(session.conf.get(SMALL_STEP_CONF, str(SMALL_STEP_ROWS)))
+    small = small_step_rows(session)
     sizing = StepSizing(session, rows, partitions_for(rows, cores, small), cores, small)
     sizing.apply()
     return sizing
