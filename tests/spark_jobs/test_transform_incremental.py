@@ -70,6 +70,14 @@ FAMILIES = {
         "max(event_time) AS event_time FROM a GROUP BY k"), ()),
     "window": (sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time, x "
                    "ROWS UNBOUNDED PRECEDING) AS running, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a"), ()),
+    # a running state per partition (spark_jobs.transform.incremental.running); late rows recompute the partition
+    "running": (sql("SELECT event_time, k, x, count(*) OVER w AS n, count(x) OVER w AS nx, min(x) OVER w AS lo, "
+                    "max(x) OVER w AS hi, sum(CAST(x AS DECIMAL(10, 2))) OVER w AS dec, row_number() OVER w AS rn, "
+                    "dense_rank() OVER (PARTITION BY k ORDER BY event_time) AS dr, "
+                    "sum(x) OVER (PARTITION BY k ORDER BY event_time) AS peers FROM a "
+                    "WINDOW w AS (PARTITION BY k ORDER BY event_time, x ROWS UNBOUNDED PRECEDING)"), ()),
+    "window_by_key": (sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time, x) AS prev, "
+                          "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC, x) AS rest FROM a"), ()),
     "top_per_key": (sql("SELECT event_time, k, x FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY x DESC, "
                         "event_time) AS rn FROM a) WHERE rn <= 2"), ()),
     "lookup_join": (sql("SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON a.k = b.k"), ()),
@@ -305,7 +313,11 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     assert "count(1)" in inc.operators[0].detail and "max(a.event_time)" in inc.operators[0].detail
     window = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
     assert window.path == "incremental" and window.operators[1].operator == "Window", window.operators
-    assert "partitions the new rows touch are recomputed" in window.operators[1].detail
+    assert "running state per partition (1 key(s)): RANK()" in window.operators[1].detail
+    keyed = explain("SELECT event_time, k, lag(x) OVER (PARTITION BY k ORDER BY event_time) AS prev FROM a")
+    assert keyed.path == "incremental" and keyed.operators[1].operator == "Window", keyed.operators
+    assert "partitions the new rows touch are recomputed" in keyed.operators[1].detail
+    assert "no running state: lag(a.x, 1, NULL)" in keyed.operators[1].detail, keyed.operators[1].detail
     join = explain("SELECT a.event_time, a.k, b.x FROM a LEFT JOIN a AS b ON a.k = b.k")
     assert [o.operator for o in join.operators if o.path == "incremental"] == ["Join"], join.operators
     assert "LeftOuter join on 1 key(s): new left rows are joined" in join.operators[1].detail

@@ -27,7 +27,7 @@ from spark_jobs.columns import col
 from spark_jobs.parquet_files import local_path
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.checkpoint import stateful_meta
-from spark_jobs.transform.incremental import aggregate, keyed
+from spark_jobs.transform.incremental import aggregate, keyed, running
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
 from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
@@ -161,7 +161,9 @@ def _restrict(df: DataFrame, keys_df: DataFrame, keys: Sequence[str]) -> DataFra
 
 
 def initial_states(step: Step, op: Op) -> DataFrame:
-    """An aggregate's states from its child's whole history."""
+    """An operator's states from its child's whole history."""
+    if op.kind == running.KIND:
+        return running.initial(step.cat, op.spec, step.replay(op.spec.child))
     rows = step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long"))
     return aggregate.initial(op.spec, aggregate.changes(op.spec, _rows(step, op, rows)))
 
@@ -207,6 +209,9 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
         if op.kind == keyed.KIND:
             change = keyed.step(step, op, changes)
             changes[op.id] = cancel(change) if op.id != "root" else change
+        elif op.kind == running.KIND:
+            change, states[op.id] = running.step(step, op, old_states[op.id], changes)
+            changes[op.id] = cancel(change) if op.id != "root" and not change.gains_only else change
         else:
             changes[op.id], states[op.id] = aggregate_step(step, op, old_states[op.id], changes)
     top = segment_change(step, step.plan.root, changes)

@@ -56,7 +56,8 @@ def _unalias(cat: Catalyst, e: Any) -> Any:
     return e.child() if cat.cls(e) == "Alias" else e
 
 
-def analyze_window(cat: Catalyst, node: Any) -> KeyedSpec:
+def analyze_window(cat: Catalyst, node: Any, why: Unsupported | None = None) -> KeyedSpec:
+    """``why``: why the window keeps no running state (:mod:`.running`), said in the detail."""
     name = cat.cls(node)
     keys = tuple(cat.items(node.partitionSpec()))
     if not keys:
@@ -64,7 +65,7 @@ def analyze_window(cat: Catalyst, node: Any) -> KeyedSpec:
     what = "window functions" if name == "Window" else "a per-partition row limit"
     return KeyedSpec(name, (keys,), (False,),
                      f"{what} over {len(keys)} partition key(s): the partitions the new rows touch are recomputed "
-                     "from their history")
+                     "from their history" + (f" (no running state: {why.reason})" if why is not None else ""))
 
 
 def analyze_aggregate(cat: Catalyst, node: Any, why: Unsupported) -> KeyedSpec:

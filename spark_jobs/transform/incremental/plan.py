@@ -2,8 +2,8 @@
 
 The optimised Catalyst plan (inputs as plain leaves) is cut into *segments* of row-wise nodes (projections, filters,
 unions, generators, expands) whose *frontiers* are input leaves, constant relations or stateful *operators*
-(aggregations and DISTINCT with a state per group; window functions, joins and the other aggregations by key, see
-:mod:`.keyed`); each operator's children are segments again. A change flows bottom-up: input slices -> segment ->
+(aggregations and DISTINCT with a state per group; running window functions with a state per partition, see
+:mod:`.running`; other window functions, joins and the other aggregations by key, see :mod:`.keyed`); each operator's children are segments again. A change flows bottom-up: input slices -> segment ->
 operator -> segment -> ... -> the output. Any node outside this fragment (LIMIT, subqueries, a window without
 PARTITION BY...) makes the whole query take the full path, and :func:`analyze` says which node and why. The
 :class:`OperatorPlan` lines say the path of every operator, for ``odf explain`` and the transform's log.
@@ -57,7 +57,7 @@ class Segment:
 @dataclass
 class Op:
     id: str  # the node's position in the plan ("root", "root.0.1")
-    kind: str  # "aggregate" (state per group) | "keyed" (recomputes touched keys, no state)
+    kind: str  # "aggregate" (state per group) | "running" (state per window partition) | "keyed" (no state)
     node: Any
     children: list[Segment]
     spec: Any  # the operator module's analysis (its state columns, keys...)
@@ -115,7 +115,17 @@ class _Analyzer:
             self.ops.append(op)
             out.append(Frontier(path, node, "op", op=op))
             return
-        if name in ("Window", "WindowGroupLimit", "Join"):
+        if name == "Window":
+            from spark_jobs.transform.incremental import keyed, running
+
+            try:
+                spec = running.analyze(cat, node)
+            except Unsupported as why:  # no running state: recompute the partitions the new rows touch
+                self._keyed(node, keyed.analyze_window(cat, node, why), where, path, depth, out)
+                return
+            self._operator(node, running.KIND, spec, where, path, depth, out)
+            return
+        if name in ("WindowGroupLimit", "Join"):
             from spark_jobs.transform.incremental import keyed
 
             spec = keyed.analyze_join(cat, node) if name == "Join" else keyed.analyze_window(cat, node)
@@ -131,9 +141,14 @@ class _Analyzer:
 
 
     def _keyed(self, node: Any, spec: Any, where: str, path: Path, depth: int, out: list[Frontier]) -> None:
+        self._operator(node, "keyed", spec, where, path, depth, out)
+
+    def _operator(self, node: Any, kind: str, spec: Any, where: str, path: Path, depth: int, out: list[Frontier]
+                  ) -> None:
+        """An operator whose spec names itself (``operator``, ``detail``), over segments of each of its children."""
         self.lines.append(OperatorPlan(depth=depth, operator=spec.operator, path=PATH_INCREMENTAL, detail=spec.detail))
         kids = [self.segment(c, f"{where}.{i}", depth + 1) for i, c in enumerate(self.cat.items(node.children()))]
-        op = Op(where, "keyed", node, kids, spec)
+        op = Op(where, kind, node, kids, spec)
         self.ops.append(op)
         out.append(Frontier(path, node, "op", op=op))
 

@@ -1,0 +1,280 @@
+"""Window functions over a growing prefix (``ROWS``/``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``: running
+sums, counts, extremes, row numbers, ranks), updated from a *running state* per partition.
+
+A partition's state is what its rows so far add up to: the last ORDER BY value, the row count, the number of distinct
+ORDER BY values and, per function, the sum / count / extreme of its argument. A new row ordered after its
+partition's last value (the usual case: the event time grows) sees every earlier row of the partition, so its value is
+the function over the partition's new rows (the query's own window, evaluated over those rows only) combined with the
+state; earlier rows stay as they were. A partition that gets a row at or before its last value, or loses a row
+(-R/-C), is recomputed from its history like any window by key (:mod:`.keyed`), and its state is recomputed from the
+rows it has after the step. So appending costs the new rows and the states of the partitions they touch.
+
+Only functions whose value over a prefix is an exact fold of that state qualify: ``sum`` of integers or decimals,
+``count``, ``min``/``max`` of non-floating types, ``row_number``, ``rank``, ``dense_rank``, with ORDER BY columns
+all ascending with NULLs first (Spark's default); anything else keeps the recomputation by key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, spark_type
+from spark_jobs.transform.incremental.plan import Unsupported
+
+if TYPE_CHECKING:  # the step lives in the package, which imports this module
+    from spark_jobs.transform.incremental import Step
+    from spark_jobs.transform.incremental.delta import Delta
+    from spark_jobs.transform.incremental.plan import Op
+
+KIND = "running"
+ROWS, DISTINCT, LATE = "__odf_rows", "__odf_orders", "__odf_late"
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_AGGREGATES = {"Sum": "sum", "Count": "count", "Min": "min", "Max": "max"}
+_RANKS = {"RowNumber": "row_number", "Rank": "rank", "DenseRank": "dense_rank"}
+
+
+@dataclass(frozen=True)
+class RunningFunction:
+    kind: str  # "sum" | "count" | "min" | "max" | "row_number" | "rank" | "dense_rank"
+    arg: Any | None  # JVM expression over the window's child output (the aggregate functions)
+    result_type: T.DataType
+    sql: str
+
+
+@dataclass(frozen=True)
+class RunningSpec:
+    operator: str
+    partition: tuple[Any, ...]  # PARTITION BY expressions over the child output
+    order: tuple[Any, ...]  # ORDER BY expressions (all ascending, NULLs first)
+    functions: tuple[RunningFunction, ...]  # one per window expression, in the node's output order
+    child: Any
+    detail: str
+
+    @property
+    def keys(self) -> list[str]:
+        """The state's key columns (one per PARTITION BY expression)."""
+        return [f"k{i}" for i in range(len(self.partition))]
+
+    @property
+    def order_columns(self) -> list[str]:
+        return [f"o{i}" for i in range(len(self.order))]
+
+
+def _function(cat: Catalyst, alias: Any) -> RunningFunction:
+    we = alias.child() if cat.cls(alias) == "Alias" else alias
+    sql = str(we.sql())
+    if cat.cls(we) != "WindowExpression":
+        raise Unsupported("Window", f"{sql}: not a window expression")
+    fn = we.windowFunction()
+    frame = we.windowSpec().frameSpecification()
+    result = spark_type(we)
+    name = cat.cls(fn)
+    if name in _RANKS:
+        return RunningFunction(_RANKS[name], None, result, sql)
+    if name != "AggregateExpression":
+        raise Unsupported("Window", f"{sql}: {name} has no running state")
+    if fn.isDistinct() or fn.filter().isDefined():
+        raise Unsupported("Window", f"{sql}: DISTINCT and FILTER have no running state")
+    if cat.cls(frame) != "SpecifiedWindowFrame" or cat.cls(frame.lower()) != "UnboundedPreceding$" \
+            or cat.cls(frame.upper()) != "CurrentRow$":
+        raise Unsupported("Window", f"{sql}: only frames from UNBOUNDED PRECEDING to CURRENT ROW keep a running state")
+    agg = fn.aggregateFunction()
+    kind = _AGGREGATES.get(cat.cls(agg))
+    args = cat.items(agg.children())
+    if kind is None or len(args) != 1:
+        raise Unsupported("Window", f"{sql}: {cat.cls(agg)} has no running state")
+    t = spark_type(args[0])
+    if kind == "sum" and not isinstance(t, (*_INTEGRAL, T.DecimalType)):
+        raise Unsupported("Window", f"{sql}: a {t.simpleString()} running sum is not exact in another order")
+    if kind in ("min", "max") and isinstance(t, (T.FloatType, T.DoubleType)):
+        raise Unsupported("Window", f"{sql}: a floating-point running {kind} is not kept as a state")
+    return RunningFunction(kind, args[0], result, sql)
+
+
+def analyze(cat: Catalyst, node: Any) -> RunningSpec:
+    """The running state of a Window node, or :class:`Unsupported` (then the node is recomputed by key)."""
+    partition = tuple(cat.items(node.partitionSpec()))
+    if not partition:
+        raise Unsupported("Window", "a window without PARTITION BY: any new row can change every output row")
+    orders = cat.items(node.orderSpec())
+    if not orders:
+        raise Unsupported("Window", "no ORDER BY: every row of a partition sees all of its rows")
+    for o in orders:
+        if cat.cls(o.direction()) != "Ascending$" or cat.cls(o.nullOrdering()) != "NullsFirst$":
+            raise Unsupported("Window", f"ORDER BY {o.sql()}: only ascending orders with NULLs first keep a running "
+                                        "state")
+    functions = tuple(_function(cat, e) for e in cat.items(node.windowExpressions()))
+    what = ", ".join(f.sql.split(" OVER ")[0] for f in functions)
+    detail = (f"running state per partition ({len(partition)} key(s)): {what}; rows after a partition's last ORDER BY "
+              "value extend it, earlier rows and removals recompute the partitions they touch from their history")
+    return RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), detail)
+
+
+# -- states ---------------------------------------------------------------------------------------------------------
+
+def _columns(cat: Catalyst, spec: RunningSpec, frame: DataFrame, attrs: Sequence[Any]) -> DataFrame:
+    """Key, order and argument columns of a frame of the child's rows (``keep``: its other columns pass)."""
+    exprs = [(k, e) for k, e in zip(spec.keys, spec.partition)]
+    exprs += [(o, e) for o, e in zip(spec.order_columns, spec.order)]
+    exprs += [(f"a{j}", f.arg) for j, f in enumerate(spec.functions) if f.arg is not None]
+    return project(cat, frame, attrs, exprs)
+
+
+def _last(spec: RunningSpec, prefix: str = "o") -> Column:
+    return F.struct(*[F.col(f"{prefix}{i}").alias(f"o{i}") for i in range(len(spec.order))])
+
+
+def state_columns(spec: RunningSpec) -> list[str]:
+    return [*[f"l{i}" for i in range(len(spec.order))], ROWS, DISTINCT,
+            *[f"s{j}" for j, f in enumerate(spec.functions) if f.arg is not None]]
+
+
+def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
+    """States of the partitions of ``rows`` (the child's rows, by position), from all of their rows."""
+    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, cat.items(spec.child.output()))
+    folds = {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max}
+    aggs = [F.max(_last(spec)).alias("__odf_last"), F.count(F.lit(1)).alias(ROWS),
+            F.count_distinct(_last(spec)).alias(DISTINCT),
+            *[folds[f.kind](F.col(f"a{j}")).alias(f"s{j}") for j, f in enumerate(spec.functions) if f.arg is not None]]
+    grouped = cols.groupBy(*spec.keys).agg(*aggs)
+    return grouped.select(*spec.keys, *[F.col(f"__odf_last.o{i}").alias(f"l{i}") for i in range(len(spec.order))],
+                          *[c for c in state_columns(spec)[len(spec.order):]])
+
+
+def _plus(a: Column, b: Column, t: T.DataType) -> Column:
+    """Null-aware sum of two running sums (NULL: no non-null value yet)."""
+    return F.when(a.isNull(), b).when(b.isNull(), a).otherwise((a + b).cast(t)).cast(t)
+
+
+def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
+    """Old states extended by the states of rows that all come after them (full outer join by key)."""
+    o = old.select(*[F.col(c).alias(f"old_{c}") for c in old.columns])
+    n = new
+    from spark_jobs.transform.incremental.state import same_keys
+
+    joined = n.join(o, same_keys(n, o, spec.keys, [f"old_{k}" for k in spec.keys]), "left")
+    types = {f.name: f.dataType for f in new.schema.fields}
+    cols = [F.col(k) for k in spec.keys] + [F.col(f"l{i}") for i in range(len(spec.order))]
+    cols += [(F.coalesce(F.col(f"old_{c}"), F.lit(0)) + F.col(c)).cast("long").alias(c) for c in (ROWS, DISTINCT)]
+    for j, f in enumerate(spec.functions):
+        if f.arg is None:
+            continue
+        a, b = F.col(f"old_s{j}"), F.col(f"s{j}")
+        v = {"sum": _plus(a, b, types[f"s{j}"]), "count": (F.coalesce(a, F.lit(0)) + b).cast("long"),
+             "min": F.least(a, b), "max": F.greatest(a, b)}[f.kind]
+        cols.append(v.cast(types[f"s{j}"]).alias(f"s{j}"))
+    return joined.select(*cols)
+
+
+def _extended(cat: Catalyst, spec: RunningSpec, node: Any, window: DataFrame, states: DataFrame) -> DataFrame:
+    """The window's output over new rows only (frame by position), each function's value combined with the state of
+    the row's partition before them."""
+    from spark_jobs.transform.incremental.state import same_keys
+
+    out_attrs = cat.items(node.output())
+    width = len(out_attrs) - len(spec.functions)
+    keyed = project(cat, window, out_attrs, [(f"c{i}", a) for i, a in enumerate(out_attrs)]
+                    + [(k, e) for k, e in zip(spec.keys, spec.partition)])
+    s = states.select(*[F.col(c).alias(f"st_{c}") for c in states.columns])
+    joined = keyed.join(s, same_keys(keyed, s, spec.keys, [f"st_{k}" for k in spec.keys]), "left")
+    cols = [F.col(f"c{i}") for i in range(width)]
+    for j, f in enumerate(spec.functions):
+        n = F.col(f"c{width + j}")
+        t = f.result_type
+        if f.kind == "sum":
+            v = _plus(F.col(f"st_s{j}"), n, t)
+        elif f.kind == "count":
+            v = F.coalesce(F.col(f"st_s{j}"), F.lit(0)) + n
+        elif f.kind in ("min", "max"):
+            v = (F.least if f.kind == "min" else F.greatest)(F.col(f"st_s{j}"), n)
+        else:
+            before = F.col(f"st_{DISTINCT}" if f.kind == "dense_rank" else f"st_{ROWS}")
+            v = F.coalesce(before, F.lit(0)) + n
+        cols.append(v.cast(t).alias(f"c{width + j}"))
+    return joined.select(*cols)
+
+
+# -- a step ---------------------------------------------------------------------------------------------------------
+
+def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta", DataFrame]:
+    """The change of the window's output and the new states."""
+    from spark_jobs.transform.incremental import keyed, segment_change
+    from spark_jobs.transform.incremental.delta import Delta
+    from spark_jobs.transform.incremental.state import same_keys
+
+    spec: RunningSpec = op.spec
+    cat = step.cat
+    attrs = cat.items(spec.child.output())
+    width = len(attrs)
+    keys = spec.keys
+    d = segment_change(step, op.children[0], changes)
+    if d.empty:
+        nothing = empty(step.session, cat.items(op.node.output()))
+        return Delta(nothing, nothing, empty=True), old
+    gained, _ = step.keep(_columns_with_rows(cat, spec, expand(d.pos), attrs))
+    lost_keys = _columns(cat, spec, expand(d.neg), attrs).select(*keys)
+    touched = gained.select(*keys).unionByName(lost_keys).distinct()
+    mine, _ = step.keep(_by_keys(old, touched, keys, "left_semi"))
+    m = mine.select(*[F.col(c).alias(f"m_{c}") for c in mine.columns])
+    tagged = gained.join(m, same_keys(gained, m, keys, [f"m_{k}" for k in keys]), "left")
+    late_rows = tagged.where(F.col(f"m_{ROWS}").isNotNull() & ~(_last(spec) > _last(spec, "m_l"))).select(*keys)
+    late, seen = step.keep(late_rows.unionByName(lost_keys).distinct())
+    row_cols = [f"c{i}" for i in range(width)]
+    appended = gained
+    if seen["__odf_rows"]:
+        appended = _by_keys(gained, late, keys, "left_anti")
+    window = evaluate(cat, op.node, {(0,): appended.select(*row_cols)})
+    pos = [_extended(cat, spec, op.node, window, mine)]
+    neg: list[DataFrame] = []
+    extended = _merged(spec, mine, initial(cat, spec, appended.select(*row_cols)))
+    parts = [extended]
+    if seen["__odf_rows"]:  # late rows or removals: those partitions are recomputed from their history
+        node = op.children[0].node
+        before = keyed.restrict(cat, step.replay(node, old=True), attrs, spec.partition, late)
+        if d.gains_only:
+            before = before.persist()
+            step.hold(before)
+            mine_new = keyed.restrict(cat, gained.select(*row_cols), attrs, spec.partition, late)
+            after = before.unionByName(mine_new)
+        else:
+            after = keyed.restrict(cat, step.replay(node), attrs, spec.partition, late)
+        after = after.persist()
+        step.hold(after)
+        pos.append(evaluate(cat, op.node, {(0,): after}))
+        neg.append(evaluate(cat, op.node, {(0,): before}))
+        parts.append(initial(cat, spec, after))
+    new = _by_keys(old, touched, keys, "left_anti")
+    for p in parts:
+        new = new.unionByName(p.select(*old.columns))
+    out_pos = _union(pos)
+    out_neg = _union(neg) if neg else empty(step.session, cat.items(op.node.output()))
+    return Delta(out_pos, out_neg, gains_only=d.gains_only and not seen["__odf_rows"]), new
+
+
+def _by_keys(df: DataFrame, wanted: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
+    """Rows of ``df`` whose keys (null-safe) are (``left_semi``) or are not (``left_anti``) among ``wanted``'s, a
+    small frame of the key columns (broadcast)."""
+    from spark_jobs.transform.incremental.state import same_keys
+
+    w = wanted.toDF(*[f"w_{k}" for k in keys])
+    return df.join(F.broadcast(w), same_keys(df, w, keys, list(w.columns)), how)
+
+
+def _columns_with_rows(cat: Catalyst, spec: RunningSpec, frame: DataFrame, attrs: Sequence[Any]) -> DataFrame:
+    """The child's rows (``c0..``) with their key and order columns."""
+    exprs = [(f"c{i}", a) for i, a in enumerate(attrs)]
+    exprs += [(k, e) for k, e in zip(spec.keys, spec.partition)]
+    exprs += [(o, e) for o, e in zip(spec.order_columns, spec.order)]
+    return project(cat, frame, attrs, exprs)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
