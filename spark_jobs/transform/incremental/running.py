@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the step lives in the package, which imports this module
     from spark_jobs.transform.incremental.plan import Op
 
 KIND = "running"
-ROWS, DISTINCT, LATE = "__odf_rows", "__odf_orders", "__odf_late"
+ROWS, DISTINCT = "__odf_rows", "__odf_orders"
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _AGGREGATES = {"Sum": "sum", "Count": "count", "Min": "min", "Max": "max"}
 _RANKS = {"RowNumber": "row_number", "Rank": "rank", "DenseRank": "dense_rank"}
@@ -54,6 +54,11 @@ class RunningSpec:
     functions: tuple[RunningFunction, ...]  # one per window expression, in the node's output order
     child: Any
     detail: str
+
+    @property
+    def counts(self) -> list[str]:
+        """The partition's row count, and its number of distinct ORDER BY values when a dense_rank needs it."""
+        return [ROWS, DISTINCT] if any(f.kind == "dense_rank" for f in self.functions) else [ROWS]
 
     @property
     def keys(self) -> list[str]:
@@ -130,7 +135,7 @@ def _last(spec: RunningSpec, prefix: str = "o") -> Column:
 
 
 def state_columns(spec: RunningSpec) -> list[str]:
-    return [*[f"l{i}" for i in range(len(spec.order))], ROWS, DISTINCT,
+    return [*[f"l{i}" for i in range(len(spec.order))], *spec.counts,
             *[f"s{j}" for j, f in enumerate(spec.functions) if f.arg is not None]]
 
 
@@ -139,7 +144,7 @@ def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
     cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, cat.items(spec.child.output()))
     folds = {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max}
     aggs = [F.max(_last(spec)).alias("__odf_last"), F.count(F.lit(1)).alias(ROWS),
-            F.count_distinct(_last(spec)).alias(DISTINCT),
+            *([F.count_distinct(_last(spec)).alias(DISTINCT)] if DISTINCT in spec.counts else []),
             *[folds[f.kind](F.col(f"a{j}")).alias(f"s{j}") for j, f in enumerate(spec.functions) if f.arg is not None]]
     grouped = cols.groupBy(*spec.keys).agg(*aggs)
     return grouped.select(*spec.keys, *[F.col(f"__odf_last.o{i}").alias(f"l{i}") for i in range(len(spec.order))],
@@ -160,7 +165,7 @@ def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
     joined = n.join(o, same_keys(n, o, spec.keys, [f"old_{k}" for k in spec.keys]), "left")
     types = {f.name: f.dataType for f in new.schema.fields}
     cols = [F.col(k) for k in spec.keys] + [F.col(f"l{i}") for i in range(len(spec.order))]
-    cols += [(F.coalesce(F.col(f"old_{c}"), F.lit(0)) + F.col(c)).cast("long").alias(c) for c in (ROWS, DISTINCT)]
+    cols += [(F.coalesce(F.col(f"old_{c}"), F.lit(0)) + F.col(c)).cast("long").alias(c) for c in spec.counts]
     for j, f in enumerate(spec.functions):
         if f.arg is None:
             continue
@@ -217,13 +222,14 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
         nothing = empty(step.session, cat.items(op.node.output()))
         return Delta(nothing, nothing, empty=True), old
     gained, _ = step.keep(_columns_with_rows(cat, spec, expand(d.pos), attrs))
-    lost_keys = _columns(cat, spec, expand(d.neg), attrs).select(*keys)
-    touched = gained.select(*keys).unionByName(lost_keys).distinct()
+    lost_keys = None if d.gains_only else _columns(cat, spec, expand(d.neg), attrs).select(*keys)
+    touched = gained.select(*keys)
+    touched = (touched if lost_keys is None else touched.unionByName(lost_keys)).distinct()
     mine, _ = step.keep(_by_keys(old, touched, keys, "left_semi"))
     m = mine.select(*[F.col(c).alias(f"m_{c}") for c in mine.columns])
     tagged = gained.join(m, same_keys(gained, m, keys, [f"m_{k}" for k in keys]), "left")
     late_rows = tagged.where(F.col(f"m_{ROWS}").isNotNull() & ~(_last(spec) > _last(spec, "m_l"))).select(*keys)
-    late, seen = step.keep(late_rows.unionByName(lost_keys).distinct())
+    late, seen = step.keep((late_rows if lost_keys is None else late_rows.unionByName(lost_keys)).distinct())
     row_cols = [f"c{i}" for i in range(width)]
     appended = gained
     if seen["__odf_rows"]:
