@@ -32,6 +32,7 @@ from spark_jobs.transform.inputs import (
     QueryInput,
     history_rows,
     orderable,
+    output_watermark,
     remember_schema,
 )
 from spark_jobs.transform.output import finalize, normalized, plain_alias, sort_columns, write_output
@@ -201,6 +202,8 @@ def run_stateful(session: SparkSession, request: TransformRequest, inputs: Seque
     step = incremental.Step(session, Catalyst(session), inputs, schemas, ends, info.op_read, plan)
     try:
         why = incremental.reusable(prev.meta if prev is not None else None, plan, qhash)
+        step.evicted, step.evict = incremental.eviction(prev.meta if prev is not None and why is None else None,
+                                                        output_watermark(inputs))
         states = incremental.load_states(prev.store, plan) if why is None and prev is not None else None
         if why is None and states is None:
             why = "the previous checkpoint lacks an operator's state"

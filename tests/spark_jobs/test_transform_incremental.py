@@ -216,6 +216,26 @@ def test_a_repeated_step_runs_warm_generated_code(spark, tmp_path):
     assert reduce_output(coord.result.rows()) == batch_reference(spark, coord.transform, coord.inputs)
 
 
+def test_windows_closed_by_the_watermark_leave_the_state(spark, tmp_path):
+    """The state keeps the open event-time windows only: a window that ends at or before the inputs' watermark is
+    dropped from the checkpoint. A retraction that reaches a dropped window anyway recomputes that group from the
+    history, so the output stays the batch result."""
+    transform, _ = FAMILIES["tumbling"]  # 30-minute windows by k
+    events = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(5), ("q", 2)),
+              Event(OP_APPEND, minutes(35), ("p", 3)), Event(OP_APPEND, minutes(65), ("p", 4)),
+              Event(R, minutes(5), ("q", 2)), Event(OP_APPEND, minutes(66), ("q", 5))]
+    coord = _run(spark, tmp_path, transform, [InputSpec("a", DATA, events)],
+                 [Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 2})])
+    diags = [r.diagnostics for r in coord.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild", "incremental", "incremental", "incremental"]
+    # watermark 0:05 keeps both groups of [0:00, 0:30); 0:35 closes it; 1:05 closes [0:30, 1:00); the last step
+    # revives q's closed window (its row is retracted) and keeps p's and q's groups of [1:00, 1:30)
+    assert [d["stateRows"] for d in diags] == [2, 1, 1, 2], [d["stateRows"] for d in diags]
+    last = coord.result.slices[-1].to_pylist()
+    assert {(r["op"], r["k"], r["n"]) for r in last} == {(R, "q", 1), (0, "q", 1)}, last
+    assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, coord.inputs)
+
+
 def test_a_full_path_checkpoint_is_rebuilt_once_then_updated(spark, tmp_path):
     """Switching the path on for a dataset whose checkpoint the full path wrote: one rebuild (said in a warning),
     then incremental steps; the reduced output is still the batch result."""
@@ -311,6 +331,10 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     assert [(o.depth, o.operator, o.path) for o in inc.operators] == [
         (0, "Aggregate", "incremental"), (1, "Project", "row-wise"), (2, "Filter", "row-wise")]
     assert "count(1)" in inc.operators[0].detail and "max(a.event_time)" in inc.operators[0].detail
+    tumbling = explain("SELECT window.start AS event_time, k, count(*) AS n FROM a "
+                       "GROUP BY window(event_time, '30 minutes'), k")
+    assert "windows closed by the watermark leave the state" in tumbling.operators[0].detail, tumbling.operators
+    assert "leave the state" not in inc.operators[0].detail
     window = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
     assert window.path == "incremental" and window.operators[1].operator == "Window", window.operators
     assert "running state per partition (1 key(s)): RANK()" in window.operators[1].detail

@@ -38,6 +38,7 @@ from spark_jobs.transform.inputs import (OP_CORRECT_FROM, OP_RETRACT, QueryInput
 from spark_jobs.transform.output import normalized
 
 ENABLED_CONF = "spark.odf.incremental.enabled"
+REVIVE = "__odf_revive"
 CHECKPOINT_VERSION = 3
 
 
@@ -61,6 +62,8 @@ class Step:
     changelog: frozenset[int]
     plan: IncrementalPlan
     sizing: StepSizing | None = None  # incremental steps: their shuffle plan (histories add to it when read)
+    evicted: int | None = None  # the watermark (µs) through which the previous states dropped closed windows
+    evict: int | None = None  # the watermark (µs) through which the new states drop them
     _cached: list[DataFrame] = field(default_factory=list)
     _read: set[int] = field(default_factory=set)  # inputs whose history the step has read
 
@@ -165,7 +168,16 @@ def initial_states(step: Step, op: Op) -> DataFrame:
     if op.kind == running.KIND:
         return running.initial(step.cat, op.spec, step.replay(op.spec.child))
     rows = step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long"))
-    return aggregate.initial(op.spec, aggregate.changes(op.spec, _rows(step, op, rows)))
+    states = aggregate.initial(op.spec, aggregate.changes(op.spec, _rows(step, op, rows)))
+    closed = aggregate.closed(op.spec, step.evict)
+    return states if closed is None else states.where(~closed)
+
+
+def _recomputed(step: Step, op: Op, groups: DataFrame, old: bool = False) -> DataFrame:
+    """The states of some groups from their rows in the inputs' history (as of the previous step with ``old``)."""
+    spec = op.spec
+    rows = _rows(step, op, step.replay(spec.child, old=old).withColumn(WEIGHT, F.lit(1).cast("long")))
+    return aggregate.initial(spec, aggregate.changes(spec, _restrict(rows, groups, spec.keys)))
 
 
 def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Delta]) -> tuple[Delta, DataFrame]:
@@ -177,21 +189,29 @@ def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Del
         return Delta(nothing, nothing, empty=True), old
     rows = _rows(step, op, weighted(expand(child.pos), expand(child.neg)))
     recompute = F.col(aggregate.RECOMPUTE) & (F.col(aggregate.ROWS) > 0)
-    combined, seen = step.keep(aggregate.update(spec, old, rows),
-                               F.sum(F.when(recompute, 1).otherwise(0)).alias("flagged"))
+    # a change to a group whose window closed and left the state: the group is recomputed, before and after
+    closed = aggregate.closed(spec, step.evicted)
+    revive = F.lit(False) if closed is None else (F.col(aggregate.PRESENT) == 0) & closed
+    combined, seen = step.keep(aggregate.update(spec, old, rows).withColumn(REVIVE, revive),
+                               F.sum(F.when(recompute, 1).otherwise(0)).alias("flagged"),
+                               F.sum(F.when(F.col(REVIVE), 1).otherwise(0)).alias("revived"))
     state_cols = [*spec.keys, *aggregate.state_columns(spec)]
-    new = combined.where(~F.col(aggregate.RECOMPUTE)).select(*state_cols)
+    kept = ~F.col(aggregate.RECOMPUTE) & ~F.col(REVIVE)
+    new = combined.where(kept).select(*state_cols)
     touched = combined.where(F.col(aggregate.TOUCHED))
-    after = touched.where(~F.col(aggregate.RECOMPUTE)).select(*state_cols)
-    if seen["flagged"]:  # a removed row reached a group's min/max: recompute those groups from history
-        again = _rows(step, op, step.replay(spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
-        recomputed = aggregate.initial(spec, aggregate.changes(spec, _restrict(again, combined.where(recompute),
-                                                                               spec.keys)))
-        recomputed, _ = step.keep(recomputed.select(*state_cols))
+    after = touched.where(kept).select(*state_cols)
+    if seen["flagged"] or seen["revived"]:  # a removed row reached a group's min/max, or a closed window changed
+        recomputed, _ = step.keep(_recomputed(step, op, combined.where(recompute | F.col(REVIVE))).select(*state_cols))
         new, after = new.unionByName(recomputed), after.unionByName(recomputed)
     new = new.where(aggregate.alive(spec))
     after = after.where(aggregate.alive(spec))
     before = aggregate.old_states(spec, touched).where(aggregate.alive(spec))
+    if seen["revived"]:
+        gone = _recomputed(step, op, combined.where(F.col(REVIVE)), old=True).select(*state_cols)
+        before = before.unionByName(gone.where(aggregate.alive(spec)))
+    closing = aggregate.closed(spec, step.evict)
+    if closing is not None:  # final windows leave the state (their output rows were written when they changed)
+        new = new.where(~closing)
     attrs = aggregate.finals_attrs(spec)
     results = [(f"c{i}", r) for i, r in enumerate(spec.results)]
     out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),
@@ -238,7 +258,7 @@ def write_checkpoint(step: Step, request: TransformRequest, op_states: Mapping[s
             writer.put(op_table(op), op_states[op.id], op.spec.keys)
     transform = request.transform
     meta = {**stateful_meta(request, step.ends), "version": CHECKPOINT_VERSION, "path": "incremental",
-            "fingerprint": step.plan.fingerprint,
+            "fingerprint": step.plan.fingerprint, "evictedThrough": step.evict,
             "transform": {"engine": transform.engine,
                           "queries": [{"alias": q.alias, "query": q.query} if q.alias else {"query": q.query}
                                       for q in transform.steps()]}}
@@ -270,6 +290,15 @@ def reusable(prev_meta: Mapping[str, Any] | None, plan: IncrementalPlan, query_h
     if prev_meta.get("fingerprint") != plan.fingerprint:
         return "the plan or an input schema changed"
     return None
+
+
+def eviction(prev_meta: Mapping[str, Any] | None, watermark: Any) -> tuple[int | None, int | None]:
+    """(the watermark through which the previous states dropped closed windows, the one for the new states), in
+    microseconds. Watermarks only grow; a step whose request carries none keeps the previous bound."""
+    before = prev_meta.get("evictedThrough") if prev_meta is not None else None
+    now = watermark.epoch_ns // 1000 if watermark is not None else None
+    bounds = [b for b in (before, now) if b is not None]
+    return before, (max(bounds) if bounds else None)
 
 
 def load_states(store: StateStore, plan: IncrementalPlan) -> dict[str, DataFrame] | None:

@@ -6,7 +6,10 @@ Each aggregate function keeps what makes its value computable from a change of i
   values; the value is NULL when that count is 0 (floating-point sums are not invertible exactly: full path);
 - ``min`` / ``max``: the current extreme; a removed row at or beyond it makes the group *recomputed* from the inputs'
   history (only the groups it touches), anything else combines old and new extremes.
-Every group also keeps its row count, so a group whose rows were all removed disappears. A global aggregate (no
+Every group also keeps its row count, so a group whose rows were all removed disappears. A group keyed by an
+event-time window (``window(event_time, ...)``, a ``struct<start, end>`` key) that ends at or before the inputs'
+watermark is final and *leaves the state*; should a late row or a retraction touch it after all, the group is
+recomputed from the inputs' history (before and after the change), so eviction never changes the output. A global aggregate (no
 GROUP BY) has one group that always exists, as Spark gives one row over no rows. DISTINCT is an aggregation with no
 functions. Other functions (count DISTINCT, first/last, collect_*, statistics) and FILTER clauses take the full path.
 The output of a group is computed by the query's own result expressions over the group's key and values.
@@ -53,6 +56,7 @@ class AggregateSpec:
     result_attrs: tuple[Any, ...]  # each aggregate expression's result attribute
     results: tuple[Any, ...]  # the node's output expressions (aliases removed)
     child: Any
+    window: int | None = None  # the grouping key that is an event-time window (struct<start, end: timestamp>)
 
     @property
     def keys(self) -> list[str]:
@@ -101,17 +105,39 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
         else:
             raise Unsupported("Aggregate", f"{sql}: no incremental form for {name}")
         adapters.append(Adapter(kind, args, result, sql))
-    return AggregateSpec(tuple(_unalias(cat, g) for g in grouping), tuple(g.toAttribute() for g in grouping),
+    keys = tuple(_unalias(cat, g) for g in grouping)
+    windows = [i for i, g in enumerate(keys) if _is_window(spark_type(g))]
+    return AggregateSpec(keys, tuple(g.toAttribute() for g in grouping),
                          tuple(adapters), tuple(ae.resultAttribute() for ae in aggs),
-                         tuple(_unalias(cat, r) for r in results), child)
+                         tuple(_unalias(cat, r) for r in results), child, windows[0] if windows else None)
+
+
+def _is_window(t: T.DataType) -> bool:
+    """The type of ``window(...)``'s struct: start and end timestamps."""
+    return (isinstance(t, T.StructType) and [f.name for f in t.fields] == ["start", "end"]
+            and all(isinstance(f.dataType, T.TimestampType) for f in t.fields))
+
+
+def closed(spec: AggregateSpec, through_us: int | None) -> Column | None:
+    """Which state rows are groups of event-time windows that end at or before ``through_us`` (a watermark in
+    microseconds), None when nothing can be closed. The bound changes every step, so it reaches the generated code by
+    reference (:func:`~spark_jobs.transform.output.step_constant`), not as a literal that would compile new code."""
+    if spec.window is None or through_us is None:
+        return None
+    from spark_jobs.transform.output import step_constant
+
+    end = F.col(spec.keys[spec.window]).getField("end")
+    bound = F.timestamp_micros(step_constant(through_us, F.col(ROWS) - F.col(ROWS)))
+    return end.isNotNull() & (end <= bound)
 
 
 def describe(spec: AggregateSpec) -> str:
     what = ", ".join(a.sql for a in spec.adapters) or "DISTINCT"
     by = f"{len(spec.grouping)} key(s)" if spec.grouping else "no key (one group)"
     recompute = any(a.kind in ("min", "max") for a in spec.adapters)
-    return f"state per group ({by}): {what}" + ("; groups whose extreme is removed are recomputed" if recompute
-                                                 else "")
+    return (f"state per group ({by}): {what}" + ("; groups whose extreme is removed are recomputed" if recompute
+                                                  else "")
+            + ("; windows closed by the watermark leave the state" if spec.window is not None else ""))
 
 
 # -- states ---------------------------------------------------------------------------------------------------------
