@@ -9,10 +9,11 @@ Each aggregate function keeps what makes its value computable from a change of i
 Every group also keeps its row count, so a group whose rows were all removed disappears. A group keyed by an
 event-time window (``window(event_time, ...)``, a ``struct<start, end>`` key) that ends at or before the inputs'
 watermark is final and *leaves the state*; should a late row or a retraction touch it after all, the group is
-recomputed from the inputs' history (before and after the change), so eviction never changes the output. A global aggregate (no
-GROUP BY) has one group that always exists, as Spark gives one row over no rows. DISTINCT is an aggregation with no
-functions. Other functions (count DISTINCT, first/last, collect_*, statistics) and FILTER clauses take the full path.
-The output of a group is computed by the query's own result expressions over the group's key and values.
+recomputed from the inputs' history (before and after the change), so eviction never changes the output. A global
+aggregate (no GROUP BY) has one group that always exists, as Spark gives one row over no rows. DISTINCT is an
+aggregation with no functions. Other functions (count DISTINCT, first/last, collect_*, statistics) and FILTER clauses
+take the full path. The output of a group is computed by the query's own result expressions over the group's key and
+values.
 """
 from __future__ import annotations
 

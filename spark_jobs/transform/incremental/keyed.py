@@ -168,10 +168,11 @@ def step(step: "Step", op: "Op", changes: dict) -> "Delta":
     if not pos:
         nothing = empty(step.session, cat.items(op.node.output()))
         return Delta(nothing, nothing, empty=True)
-    return Delta(_union(pos), _union(neg))
+    return Delta(union_frames(pos), union_frames(neg))
 
 
-def _union(frames: list[DataFrame]) -> DataFrame:
+def union_frames(frames: list[DataFrame]) -> DataFrame:
+    """The rows of several frames of one node (plain: counts expanded away)."""
     out = frames[0].drop(COUNT) if COUNT in frames[0].columns else frames[0]
     for f in frames[1:]:
         out = out.unionByName(f.drop(COUNT) if COUNT in f.columns else f)

@@ -3,8 +3,9 @@
 The optimised Catalyst plan (inputs as plain leaves) is cut into *segments* of row-wise nodes (projections, filters,
 unions, generators, expands) whose *frontiers* are input leaves, constant relations or stateful *operators*
 (aggregations and DISTINCT with a state per group; running window functions with a state per partition, see
-:mod:`.running`; other window functions, joins and the other aggregations by key, see :mod:`.keyed`); each operator's children are segments again. A change flows bottom-up: input slices -> segment ->
-operator -> segment -> ... -> the output. Any node outside this fragment (LIMIT, subqueries, a window without
+:mod:`.running`; other window functions, joins and the other aggregations by key, see :mod:`.keyed`); each
+operator's children are segments again. A change flows bottom-up: input slices -> segment -> operator -> segment ->
+... -> the output. Any node outside this fragment (LIMIT, subqueries, a window without
 PARTITION BY...) makes the whole query take the full path, and :func:`analyze` says which node and why. The
 :class:`OperatorPlan` lines say the path of every operator, for ``odf explain`` and the transform's log.
 """

@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
+from spark_jobs.transform.incremental.state import same_keys
 
 if TYPE_CHECKING:  # the step lives in the package, which imports this module
     from spark_jobs.transform.incremental import Step
@@ -122,11 +123,15 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
 
 # -- states ---------------------------------------------------------------------------------------------------------
 
-def _columns(cat: Catalyst, spec: RunningSpec, frame: DataFrame, attrs: Sequence[Any]) -> DataFrame:
-    """Key, order and argument columns of a frame of the child's rows (``keep``: its other columns pass)."""
-    exprs = [(k, e) for k, e in zip(spec.keys, spec.partition)]
+def _columns(cat: Catalyst, spec: RunningSpec, frame: DataFrame, attrs: Sequence[Any], rows: bool = False,
+             args: bool = True) -> DataFrame:
+    """Of a frame of the child's rows: with ``rows`` the rows themselves (``c0..``), then their key and order
+    columns, then with ``args`` each function's argument (``a<j>``)."""
+    exprs = [(f"c{i}", a) for i, a in enumerate(attrs)] if rows else []
+    exprs += [(k, e) for k, e in zip(spec.keys, spec.partition)]
     exprs += [(o, e) for o, e in zip(spec.order_columns, spec.order)]
-    exprs += [(f"a{j}", f.arg) for j, f in enumerate(spec.functions) if f.arg is not None]
+    if args:
+        exprs += [(f"a{j}", f.arg) for j, f in enumerate(spec.functions) if f.arg is not None]
     return project(cat, frame, attrs, exprs)
 
 
@@ -157,12 +162,10 @@ def _plus(a: Column, b: Column, t: T.DataType) -> Column:
 
 
 def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
-    """Old states extended by the states of rows that all come after them (full outer join by key)."""
+    """The states of ``new``'s partitions (from rows that all come after their old state) extended by their old
+    state in ``old``, if any."""
     o = old.select(*[F.col(c).alias(f"old_{c}") for c in old.columns])
-    n = new
-    from spark_jobs.transform.incremental.state import same_keys
-
-    joined = n.join(o, same_keys(n, o, spec.keys, [f"old_{k}" for k in spec.keys]), "left")
+    joined = new.join(o, same_keys(new, o, spec.keys, [f"old_{k}" for k in spec.keys]), "left")
     types = {f.name: f.dataType for f in new.schema.fields}
     cols = [F.col(k) for k in spec.keys] + [F.col(f"l{i}") for i in range(len(spec.order))]
     cols += [(F.coalesce(F.col(f"old_{c}"), F.lit(0)) + F.col(c)).cast("long").alias(c) for c in spec.counts]
@@ -179,8 +182,6 @@ def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
 def _extended(cat: Catalyst, spec: RunningSpec, node: Any, window: DataFrame, states: DataFrame) -> DataFrame:
     """The window's output over new rows only (frame by position), each function's value combined with the state of
     the row's partition before them."""
-    from spark_jobs.transform.incremental.state import same_keys
-
     out_attrs = cat.items(node.output())
     width = len(out_attrs) - len(spec.functions)
     keyed = project(cat, window, out_attrs, [(f"c{i}", a) for i, a in enumerate(out_attrs)]
@@ -210,7 +211,6 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
     """The change of the window's output and the new states."""
     from spark_jobs.transform.incremental import keyed, segment_change
     from spark_jobs.transform.incremental.delta import Delta
-    from spark_jobs.transform.incremental.state import same_keys
 
     spec: RunningSpec = op.spec
     cat = step.cat
@@ -221,8 +221,8 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
     if d.empty:
         nothing = empty(step.session, cat.items(op.node.output()))
         return Delta(nothing, nothing, empty=True), old
-    gained, _ = step.keep(_columns_with_rows(cat, spec, expand(d.pos), attrs))
-    lost_keys = None if d.gains_only else _columns(cat, spec, expand(d.neg), attrs).select(*keys)
+    gained, _ = step.keep(_columns(cat, spec, expand(d.pos), attrs, rows=True, args=False))
+    lost_keys = None if d.gains_only else _columns(cat, spec, expand(d.neg), attrs, args=False).select(*keys)
     touched = gained.select(*keys)
     touched = (touched if lost_keys is None else touched.unionByName(lost_keys)).distinct()
     mine, _ = step.keep(_by_keys(old, touched, keys, "left_semi"))
@@ -257,30 +257,13 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
     new = _by_keys(old, touched, keys, "left_anti")
     for p in parts:
         new = new.unionByName(p.select(*old.columns))
-    out_pos = _union(pos)
-    out_neg = _union(neg) if neg else empty(step.session, cat.items(op.node.output()))
+    out_pos = keyed.union_frames(pos)
+    out_neg = keyed.union_frames(neg) if neg else empty(step.session, cat.items(op.node.output()))
     return Delta(out_pos, out_neg, gains_only=d.gains_only and not seen["__odf_rows"]), new
 
 
 def _by_keys(df: DataFrame, wanted: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
     """Rows of ``df`` whose keys (null-safe) are (``left_semi``) or are not (``left_anti``) among ``wanted``'s, a
     small frame of the key columns (broadcast)."""
-    from spark_jobs.transform.incremental.state import same_keys
-
     w = wanted.toDF(*[f"w_{k}" for k in keys])
     return df.join(F.broadcast(w), same_keys(df, w, keys, list(w.columns)), how)
-
-
-def _columns_with_rows(cat: Catalyst, spec: RunningSpec, frame: DataFrame, attrs: Sequence[Any]) -> DataFrame:
-    """The child's rows (``c0..``) with their key and order columns."""
-    exprs = [(f"c{i}", a) for i, a in enumerate(attrs)]
-    exprs += [(k, e) for k, e in zip(spec.keys, spec.partition)]
-    exprs += [(o, e) for o, e in zip(spec.order_columns, spec.order)]
-    return project(cat, frame, attrs, exprs)
-
-
-def _union(frames: list[DataFrame]) -> DataFrame:
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f)
-    return out
