@@ -27,6 +27,7 @@ SPARK_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
     "spark.sql.codegen.cache.maxEntries": DRIVER_CONF["spark.sql.codegen.cache.maxEntries"],
+    "spark.python.sql.dataFrameDebugging.enabled": DRIVER_CONF["spark.python.sql.dataFrameDebugging.enabled"],
 }
 
 
