@@ -41,6 +41,7 @@ from odf_core.metadata import (
 from spark_jobs.errors import EngineFailure, InvalidQuery, internal_error, is_user_error, user_message
 from spark_jobs.parquet_files import local_path
 from spark_jobs.session import request_session
+from spark_jobs.transform import plan_cache
 from spark_jobs.transform.checkpoint import write_stateless_checkpoint
 from spark_jobs.transform.inputs import (
     QueryInput,
@@ -118,8 +119,14 @@ def _execute(spark: SparkSession, request: TransformRequest, inputs: list[QueryI
     t0 = time.monotonic()
     session = request_session(spark)
     schemas = [input_schema(session, inp, i) for i, inp in enumerate(inputs)]
-    views = {inp.alias: slice_rows(session, inp, schema) for inp, schema in zip(inputs, schemas)}
-    out, info = prepare(session, request.transform, views, request.vocab)
+    key = plan_cache.plan_key(session, request.transform, schemas, [i.alias for i in inputs],
+                              [i.vocab for i in inputs], request.vocab)
+    known = plan_cache.get(key)  # a stateful query this driver planned before: (PlanInfo, Planned)
+    if known is None:
+        views = {inp.alias: slice_rows(session, inp, schema) for inp, schema in zip(inputs, schemas)}
+        out, info = prepare(session, request.transform, views, request.vocab)
+    else:
+        info = known[0]
     timings["plan"] = time.monotonic() - t0
     diag["plan_class"] = info.plan_class
     diag["reason"] = info.reason
@@ -131,8 +138,12 @@ def _execute(spark: SparkSession, request: TransformRequest, inputs: list[QueryI
             interval, counts = run_stateless(session, request, out, info)
         write_stateless_checkpoint(session, request)
     else:
-        planned = _plan_incremental(session, request.transform, [i.request for i in inputs], schemas,
-                                    request.vocab)
+        if known is None:
+            planned = _plan_incremental(session, request.transform, [i.request for i in inputs], schemas,
+                                        request.vocab)
+            plan_cache.put(key, (info, planned))
+        else:
+            planned = known[1]
         diag["operators"] = planned.operators
         if planned.reason:
             diag["reason"] = f"{info.reason}; full path: {planned.reason}"

@@ -79,20 +79,28 @@ def align_old_state(old: DataFrame, new_schema: T.StructType, names: Sequence[st
     return old.select(*cols, F.col(COUNT))
 
 
-def diff(old: DataFrame, new: DataFrame, names: Sequence[str], key: tuple[str, ...] | None, netted: bool = False
+DELTA = "__odf_d"  # a row's signed change of multiplicity
+
+
+def diff(old: DataFrame, new: DataFrame, names: Sequence[str], key: tuple[str, ...] | None
          ) -> tuple[DataFrame, Column, list[Column]]:
-    """Rows that changed between two counted states, with their op and canonical order; ``netted``: the two share
-    no row (an incremental step's lost and gained rows), so they need no netting."""
+    """Rows that changed between two counted states, with their op and canonical order."""
     cols = [col(n) for n in names]
-    both = old.select(*cols, (-F.col(COUNT)).alias("__odf_d")).unionByName(
-        new.select(*cols, F.col(COUNT).alias("__odf_d")))
+    both = old.select(*cols, (-F.col(COUNT)).alias(DELTA)).unionByName(new.select(*cols, F.col(COUNT).alias(DELTA)))
     both = both.coalesce(1)  # two single files: grouping, windows and numbering run without a shuffle
-    delta = both if netted else both.groupBy(*cols).agg(F.sum("__odf_d").alias("__odf_d"))
-    delta = delta.where(F.col("__odf_d") != 0)
+    return signed_diff(both.groupBy(*cols).agg(F.sum(DELTA).alias(DELTA)), names, key)
+
+
+def signed_diff(delta: DataFrame, names: Sequence[str], key: tuple[str, ...] | None
+                ) -> tuple[DataFrame, Column, list[Column]]:
+    """The changed rows of ``delta`` (distinct rows with a signed count ``__odf_d``: lost < 0 < gained), with their
+    op and canonical order."""
+    cols = [col(n) for n in names]
+    delta = delta.coalesce(1).where(F.col(DELTA) != 0)
     rows = delta.select(
         *cols,
-        F.when(F.col("__odf_d") < 0, 0).otherwise(1).alias("__odf_side"),
-        F.explode(F.sequence(F.lit(1).cast("long"), F.abs(F.col("__odf_d")))).alias("__odf_copy"),
+        F.when(F.col(DELTA) < 0, 0).otherwise(1).alias("__odf_side"),
+        F.explode(F.sequence(F.lit(1).cast("long"), F.abs(F.col(DELTA)))).alias("__odf_copy"),
     )
     side = F.col("__odf_side")
     values = sort_columns(rows, names)
@@ -271,7 +279,7 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     names = [query_layout.event_time, *query_layout.data]
     types = {f.name: f.dataType for f in out_schema.fields}
     top, new_states = incremental.output_change(step, out_schema.names, states)
-    change, _ = step.keep(incremental.counted_change(top, out_schema.names, names, types))
+    change = incremental.counted_change(top, out_schema.names, names, types)  # read once, by the slice's write
     t1 = time.monotonic()
     sizes = incremental.write_checkpoint(step, request, new_states)
     diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
@@ -279,9 +287,7 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     diag["sizing"] = step.sizing.describe()
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
     layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
-    w = F.col(incremental.WEIGHT)
-    lost = change.where(w < 0).select(*[col(n) for n in names], (-w).alias(COUNT))
-    gained = change.where(w > 0).select(*[col(n) for n in names], w.alias(COUNT))
-    rows, op, order = diff(lost, gained, names, info.key, netted=True)  # counted_change netted them
+    # counted_change netted the rows: one row per distinct output row, its signed count the change
+    rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
     diag["correction_key"] = list(info.key) if info.key is not None else None
     return write_output(finalize(rows, op, order, layout, request), request)

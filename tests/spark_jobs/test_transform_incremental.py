@@ -216,6 +216,41 @@ def test_a_repeated_step_runs_warm_generated_code(spark, tmp_path):
     assert reduce_output(coord.result.rows()) == batch_reference(spark, coord.transform, coord.inputs)
 
 
+def test_a_driver_plans_a_stateful_query_once(spark, tmp_path, monkeypatch):
+    """Later steps of the same query, input schemas and settings take the plan the driver made at the first step
+    (spark_jobs.transform.plan_cache) instead of analysing the query twice again, and write the same slices as steps
+    planned afresh; a changed setting is planned again."""
+    from spark_jobs.transform import plan_cache
+    from spark_jobs.transform.incremental import plan as plan_module
+
+    planned: list[int] = []
+    real = plan_module.plan_query
+    monkeypatch.setattr(plan_module, "plan_query", lambda *a, **k: planned.append(1) or real(*a, **k))
+    transform, _ = FAMILIES["aggregates"]
+    split = [Txn({"a": 3, "b": 1}), Txn({"a": 2}), Txn({"a": 3, "b": 1}), Txn({"a": 1})]
+    plan_cache.clear()
+    warm = MiniCoordinator(spark, tmp_path / "warm", transform, _inputs(FIXED_A, FIXED_B))
+    for t in split:
+        warm.step(t)
+    assert len(planned) == 1
+    cold = MiniCoordinator(spark, tmp_path / "cold", transform, _inputs(FIXED_A, FIXED_B))
+    for t in split:
+        plan_cache.clear()
+        cold.step(t)
+    assert len(planned) == 1 + len(split)
+    assert [r.diagnostics["path"] for r in warm.result.responses] == ["rebuild"] + ["incremental"] * 3
+    for a, b in zip(warm.result.slices, cold.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert reduce_output(warm.result.rows()) == batch_reference(spark, transform, warm.inputs)
+    spark.conf.set("spark.odf.incremental.enabled", "false")
+    try:
+        warm.step(Txn({"a": 0, "b": 0}))
+    finally:
+        spark.conf.unset("spark.odf.incremental.enabled")
+    assert len(planned) == 2 + len(split)
+    assert warm.result.responses[-1].diagnostics["path"] in ("full", None)
+
+
 def test_windows_closed_by_the_watermark_leave_the_state(spark, tmp_path):
     """The state keeps the open event-time windows only: a window that ends at or before the inputs' watermark is
     dropped from the checkpoint. A retraction that reaches a dropped window anyway recomputes that group from the
