@@ -108,14 +108,17 @@ def signed_diff(delta: DataFrame, names: Sequence[str], key: tuple[str, ...] | N
         op = F.when(side == 0, OP_RETRACT).otherwise(OP_APPEND)
         return rows, op, [side, *values]
     kcols = [col(k) for k in key] or [F.lit(0)]
+    # the k-th lost row of a key pairs with its k-th gained row (-C/+C); unpaired rows are -R or +A. The counts per
+    # key use the rank window's sort (key, side, values): one sort for both windows
+    rank = F.col("__odf_rank")
     rows = rows.withColumn("__odf_rank", F.row_number().over(Window.partitionBy(*kcols, side).orderBy(*values)))
-    w = Window.partitionBy(*kcols, F.col("__odf_rank"))
-    rows = (rows.withColumn("__odf_has_old", F.max(F.when(side == 0, 1).otherwise(0)).over(w))
-            .withColumn("__odf_has_new", F.max(F.when(side == 1, 1).otherwise(0)).over(w)))
-    op = (F.when(side == 0, F.when(F.col("__odf_has_new") == 1, OP_CORRECT_FROM).otherwise(OP_RETRACT))
-          .otherwise(F.when(F.col("__odf_has_old") == 1, OP_CORRECT_TO).otherwise(OP_APPEND)))
+    per_key = Window.partitionBy(*kcols)
+    rows = (rows.withColumn("__odf_lost", F.sum(F.when(side == 0, 1).otherwise(0)).over(per_key))
+            .withColumn("__odf_gained", F.sum(F.when(side == 1, 1).otherwise(0)).over(per_key)))
+    op = (F.when(side == 0, F.when(F.col("__odf_gained") >= rank, OP_CORRECT_FROM).otherwise(OP_RETRACT))
+          .otherwise(F.when(F.col("__odf_lost") >= rank, OP_CORRECT_TO).otherwise(OP_APPEND)))
     block = F.when(op == OP_RETRACT, 0).when(op == OP_APPEND, 2).otherwise(1)
-    order = [block, *[col(k).asc_nulls_first() for k in key], F.col("__odf_rank"), side, *values]
+    order = [block, *[col(k).asc_nulls_first() for k in key], rank, side, *values]
     return rows, op, order
 
 
