@@ -622,7 +622,7 @@ def bench_keyed(ctx: Ctx) -> str:
                          "(median).")
             print(results[-1].line(), flush=True)
         small, big = min(net), max(net)
-        if big != small:
+        if big != small and net[small] > 0:  # a zero net on the smaller history leaves no ratio to report
             results.append(Result(f"{label}: the step on {_millions(big)} vs on {_millions(small)} rows of history, "
                                   "fixed cost subtracted", net[big], net[small], "s", None,
                                   f"the same step on {_millions(small)}", lower_is_better=True))
