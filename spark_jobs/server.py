@@ -264,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     from spark_jobs.session import create_session
+    from spark_jobs.transform import plan_cache
 
     spark = create_session("odf-engine")
     server = EngineServer(spark, args.host, args.port, args.max_concurrency, args.drain_s)
@@ -284,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     while not stop.wait(1.0):
         pass
     server.shutdown()
+    plan_cache.clear()  # its JVM objects are released while the gateway is still up
     spark.stop()
     log.info("odf engine stopped")
     return 0

@@ -41,6 +41,9 @@ def spark():
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
+    from spark_jobs.transform import plan_cache
+
+    plan_cache.clear()  # the plans' JVM objects are released while the gateway is still up, not at exit
     session.stop()
 
 
