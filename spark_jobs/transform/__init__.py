@@ -126,7 +126,7 @@ def _execute(spark: SparkSession, request: TransformRequest, inputs: list[QueryI
         views = {inp.alias: slice_rows(session, inp, schema) for inp, schema in zip(inputs, schemas)}
         out, info = prepare(session, request.transform, views, request.vocab)
     else:
-        info = known[0]
+        out, info = None, known[0]  # only stateful plans are kept: the stateless path below needs no ``out``
     timings["plan"] = time.monotonic() - t0
     diag["plan_class"] = info.plan_class
     diag["reason"] = info.reason

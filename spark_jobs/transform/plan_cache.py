@@ -1,7 +1,7 @@
 """Plans of stateful queries that a long-lived driver has already made, by everything that determines them.
 
 Planning a stateful step analyses and optimises the query twice (over the new slices, to classify it, and over
-empty stand-ins of the inputs, for the incremental plan) and walks both plans through py4j: ~0.2 s of every step,
+empty stand-ins of the inputs, for the incremental plan) and walks both plans through py4j: ~0.1 s of every step,
 the same for every step of a query. A driver that serves many steps (the engine server, the in-process engine)
 keeps the result of the first one and reuses it while the query, the input schemas, the vocabularies and the
 session's SQL settings stay the same: the classification and the incremental plan are structural (they never

@@ -158,7 +158,7 @@ def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
 
 def _plus(a: Column, b: Column, t: T.DataType) -> Column:
     """Null-aware sum of two running sums (NULL: no non-null value yet)."""
-    return F.when(a.isNull(), b).when(b.isNull(), a).otherwise((a + b).cast(t)).cast(t)
+    return F.when(a.isNull(), b).when(b.isNull(), a).otherwise(a + b).cast(t)
 
 
 def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
