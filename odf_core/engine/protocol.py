@@ -201,6 +201,8 @@ class TransformDiagnostics(Model):
     operators: tuple[OperatorPlan, ...] | None = lst(item(W.TABLE, "OperatorPlan"))
     state_rows: int | None = opt(W.U64N)  # rows in the new checkpoint's state tables
     sizing: str | None = opt(W.STR)  # incremental steps: how their shuffles were planned
+    slice: str | None = opt(W.STR)  # incremental steps: "per group" (a top aggregate's old and new row per group)
+    #                                 or "netted" (the changed rows counted by value)
 
 
 @odf_type

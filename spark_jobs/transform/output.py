@@ -24,7 +24,11 @@ from spark_jobs.transform.planning import OutputLayout
 
 def normalized(name: str, dtype: T.DataType) -> Column:
     """Timestamps as ms UTC (what the slice stores), so states compare equal after a round trip."""
-    c = col(name)
+    return normalize(col(name), dtype)
+
+
+def normalize(c: Column, dtype: T.DataType) -> Column:
+    """:func:`normalized` of any column."""
     if isinstance(dtype, T.TimestampNTZType):
         c = c.cast(T.TimestampType())
     if isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):

@@ -35,7 +35,7 @@ from spark_jobs.transform.inputs import (
     output_watermark,
     remember_schema,
 )
-from spark_jobs.transform.output import finalize, normalized, plain_alias, sort_columns, write_output
+from spark_jobs.transform.output import finalize, normalize, normalized, plain_alias, sort_columns, write_output
 from spark_jobs.transform.planning import STATEFUL, OutputLayout, PlanInfo, layout_of, run_steps
 
 
@@ -122,6 +122,60 @@ def signed_diff(delta: DataFrame, names: Sequence[str], key: tuple[str, ...] | N
     return rows, op, order
 
 
+def _nested_float(t: T.DataType) -> bool:
+    """A float/double inside a struct, array or map: netting normalises its -0.0 and NaNs, row-wise code cannot."""
+    if isinstance(t, T.StructType):
+        return any(isinstance(f.dataType, (T.FloatType, T.DoubleType)) or _nested_float(f.dataType)
+                   for f in t.fields)
+    if isinstance(t, T.ArrayType):
+        return isinstance(t.elementType, (T.FloatType, T.DoubleType)) or _nested_float(t.elementType)
+    if isinstance(t, T.MapType):
+        return any(isinstance(x, (T.FloatType, T.DoubleType)) or _nested_float(x) for x in (t.keyType, t.valueType))
+    return False
+
+
+def _canonical(c: Column, dtype: T.DataType) -> Column:
+    """A float/double as grouping writes it: one NaN, and 0.0 for -0.0 (the netting of :func:`diff` groups by it)."""
+    if not isinstance(dtype, (T.FloatType, T.DoubleType)):
+        return c
+    zero, nan = F.lit(0.0).cast(dtype), F.lit(float("nan")).cast(dtype)
+    return F.when(F.isnan(c), nan).when(c == zero, zero).otherwise(c)
+
+
+def paired_diff(pairs: DataFrame, out_columns: Sequence[str], names: Sequence[str], key: tuple[str, ...],
+                types: Mapping[str, T.DataType]) -> tuple[DataFrame, Column, list[Column]]:
+    """The changed rows when each output key has at most one row before and one after the change (a top-level
+    aggregate whose output carries its keys: :func:`.incremental.group_pairs`): a group's old row is -C, or -R when
+    the group is gone, its new row +C, or +A when the group is new, and a group whose two rows are equal changes
+    nothing. The same rows, ops and order as :func:`signed_diff` over the netted change, without netting all rows by
+    value (each key's pair rank is 1)."""
+    from spark_jobs.transform.incremental import AFTER, BEFORE
+
+    pos = {n: i for i, n in enumerate(out_columns)}
+
+    def side(prefix: str, n: str) -> Column:
+        return _canonical(normalize(F.col(f"{prefix}{pos[n]}"), types[n]), types[n])
+
+    before, after = F.col(BEFORE), F.col(AFTER)
+    norm = pairs.select(*[side("b", n).alias(f"b{pos[n]}") for n in names],
+                        *[side("a", n).alias(f"a{pos[n]}") for n in names], before, after)
+    same: Column = before & after
+    for n in names:
+        same = same & F.col(f"b{pos[n]}").eqNullSafe(F.col(f"a{pos[n]}"))
+    changed = norm.where(~same)
+    lost = changed.where(before).select(*[F.col(f"b{pos[n]}").alias(n) for n in names],
+                                        F.lit(0).alias("__odf_side"),
+                                        F.when(after, OP_CORRECT_FROM).otherwise(OP_RETRACT).alias("__odf_op"))
+    gained = changed.where(after).select(*[F.col(f"a{pos[n]}").alias(n) for n in names],
+                                         F.lit(1).alias("__odf_side"),
+                                         F.when(before, OP_CORRECT_TO).otherwise(OP_APPEND).alias("__odf_op"))
+    rows = lost.unionByName(gained)
+    op = F.col("__odf_op")
+    block = F.when(op == OP_RETRACT, 0).when(op == OP_APPEND, 2).otherwise(1)
+    order = [block, *[col(k).asc_nulls_first() for k in key], F.col("__odf_side"), *sort_columns(rows, names)]
+    return rows, op, order
+
+
 def previous_checkpoint(session: SparkSession, request: TransformRequest, warnings: list[str]) -> Checkpoint | None:
     prev = read_checkpoint(session, request.prev_checkpoint_path) if request.prev_checkpoint_path else None
     if prev is None and request.next_offset > 0:
@@ -169,7 +223,7 @@ def write_state(session: SparkSession, request: TransformRequest, inputs: Sequen
 
 def previous_output(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput],
                     schemas: Sequence[T.StructType], prev: Checkpoint) -> DataFrame:
-    """The previous output state: stored in full-path checkpoints; an incremental checkpoint (version 3) keeps
+    """The previous output state: stored in full-path checkpoints; an incremental checkpoint (version 4) keeps
     only operator states, so the query it was written for is evaluated again over the inputs as of its ends."""
     if prev.state is not None:
         return prev.state
@@ -281,8 +335,7 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     query_layout = layout_of(out_schema, request.vocab, STATEFUL)
     names = [query_layout.event_time, *query_layout.data]
     types = {f.name: f.dataType for f in out_schema.fields}
-    top, new_states = incremental.output_change(step, out_schema.names, states)
-    change = incremental.counted_change(top, out_schema.names, names, types)  # read once, by the slice's write
+    top, new_states, pairs = incremental.output_change(step, out_schema.names, states)
     t1 = time.monotonic()
     sizes = incremental.write_checkpoint(step, request, new_states)
     diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
@@ -290,7 +343,13 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     diag["sizing"] = step.sizing.describe()
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
     layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
-    # counted_change netted the rows: one row per distinct output row, its signed count the change
-    rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
+    if pairs is not None and info.key is not None and not any(_nested_float(types[n]) for n in names):
+        diag["slice"] = "per group"
+        rows, op, order = paired_diff(pairs, out_schema.names, names, info.key, types)
+    else:
+        diag["slice"] = "netted"
+        # counted_change nets the rows: one row per distinct output row, its signed count the change
+        change = incremental.counted_change(top, out_schema.names, names, types)
+        rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
     diag["correction_key"] = list(info.key) if info.key is not None else None
     return write_output(finalize(rows, op, order, layout, request), request)

@@ -144,7 +144,7 @@ class Resp:
                 "correctionKey": list(d.correction_key) if d.correction_key else None,
                 "outputRows": d.output_rows, "warnings": list(d.warnings or ()), "path": d.path,
                 "operators": [(o.operator, o.path) for o in d.operators or ()], "stateRows": d.state_rows,
-                "sizing": d.sizing}
+                "sizing": d.sizing, "slice": d.slice}
 
 
 def typed_request(doc: Mapping[str, Any]) -> OdfTransformRequest:
@@ -372,7 +372,8 @@ def spark_schema(spec: InputSpec) -> Any:
 
 
 def checkpoint_tables(path: str) -> tuple[dict[str, Any], dict[str, pa.Table]]:
-    """An incremental (version 3) checkpoint read with pyarrow alone: its description and each named table."""
+    """An incremental (version 4) checkpoint read with pyarrow alone: its description and each named table (timestamps
+    as the microseconds the state stores)."""
     import pyarrow.compute as pc
 
     table = pq.read_table(path)

@@ -29,7 +29,7 @@ from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.checkpoint import stateful_meta
 from spark_jobs.transform.incremental import aggregate, keyed, running
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
-from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project
+from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
 from spark_jobs.transform.incremental.sizing import StepSizing, history_size
 from spark_jobs.transform.incremental.state import StateStore, StateWriter, same_keys
@@ -39,7 +39,7 @@ from spark_jobs.transform.output import normalized
 
 ENABLED_CONF = "spark.odf.incremental.enabled"
 REVIVE = "__odf_revive"
-CHECKPOINT_VERSION = 3
+CHECKPOINT_VERSION = 4
 
 
 def enabled(session: SparkSession) -> bool:
@@ -180,21 +180,29 @@ def _recomputed(step: Step, op: Op, groups: DataFrame, old: bool = False) -> Dat
     return aggregate.initial(spec, aggregate.changes(spec, _restrict(rows, groups, spec.keys)))
 
 
-def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Delta]) -> tuple[Delta, DataFrame]:
-    """The change of an aggregate's output and its new states."""
+def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Delta]
+                   ) -> tuple[Delta, DataFrame, DataFrame | None]:
+    """The change of an aggregate's output, its new states and, for the query's top aggregate when every touched
+    group was updated from its state (see :func:`group_pairs`), the output rows of each group before and after."""
     spec = op.spec
     child = segment_change(step, op.children[0], changes)
     if child.empty:
         nothing = empty(step.session, step.cat.items(op.node.output()))
-        return Delta(nothing, nothing, empty=True), old
+        return Delta(nothing, nothing, empty=True), old, None
     rows = _rows(step, op, weighted(expand(child.pos), expand(child.neg)))
     recompute = F.col(aggregate.RECOMPUTE) & (F.col(aggregate.ROWS) > 0)
     # a change to a group whose window closed and left the state: the group is recomputed, before and after
     closed = aggregate.closed(spec, step.evicted)
     revive = F.lit(False) if closed is None else (F.col(aggregate.PRESENT) == 0) & closed
+    fine = _finer_than_ms(spec) if op.id == "root" else None
     combined, seen = step.keep(aggregate.update(spec, old, rows).withColumn(REVIVE, revive),
                                F.sum(F.when(recompute, 1).otherwise(0)).alias("flagged"),
-                               F.sum(F.when(F.col(REVIVE), 1).otherwise(0)).alias("revived"))
+                               F.sum(F.when(F.col(REVIVE), 1).otherwise(0)).alias("revived"),
+                               F.sum(F.when(F.col(aggregate.TOUCHED) & fine if fine is not None else F.lit(False), 1)
+                                     .otherwise(0)).alias("fine"))
+    pairs = None
+    if op.id == "root" and not (seen["flagged"] or seen["revived"] or seen["fine"]):
+        pairs = group_pairs(step, op, combined.where(F.col(aggregate.TOUCHED)))
     state_cols = [*spec.keys, *aggregate.state_columns(spec)]
     kept = ~F.col(aggregate.RECOMPUTE) & ~F.col(REVIVE)
     new = combined.where(kept).select(*state_cols)
@@ -217,14 +225,55 @@ def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Del
     out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),
                 project(step.cat, aggregate.finals(spec, before), attrs, results))
     # an operator above sees only real changes (a min/max above would recompute a group for an unchanged row)
-    return (cancel(out) if op.id != "root" else out), new
+    return (cancel(out) if op.id != "root" else out), new, pairs
+
+
+BEFORE, AFTER = "__odf_before", "__odf_after"
+
+
+def _finer_than_ms(spec: aggregate.AggregateSpec) -> Column | None:
+    """Whether a group's timestamp key has a sub-millisecond part (None: no timestamp key). Output rows store
+    timestamps in ms, so two such groups could share an output key: their rows must be netted and paired by key."""
+    found: Column | None = None
+    for k, g in zip(spec.keys, spec.grouping):
+        if isinstance(spark_type(g), (T.TimestampType, T.TimestampNTZType)):
+            fine = F.unix_micros(F.col(k).cast(T.TimestampType())) % 1000 != 0
+            found = fine if found is None else (found | fine)
+    return found
+
+
+def group_pairs(step: Step, op: Op, touched: DataFrame) -> DataFrame:
+    """Per touched group of an aggregate whose rows are the query's output: its output row before the change
+    (``b<i>``, by output position) and after it (``a<i>``), and whether the group had a row (``__odf_before``) and
+    has one (``__odf_after``). Both rows come from the one state row that holds the old and the new states, so the
+    output's change needs no netting of all its rows by value: a group's two rows are equal or a correction."""
+    spec = op.spec
+    attrs = aggregate.finals_attrs(spec)
+    results = [(f"c{i}", r) for i, r in enumerate(spec.results)]
+    n_keys, n_values, n_out = len(spec.keys), len(spec.adapters), len(spec.results)
+    old_keys = [f"__odf_k{i}" for i in range(n_keys)]
+    old_values = [f"__odf_f{j}" for j in range(n_values)]
+    flags = [BEFORE, AFTER]
+    frame = touched.select(*[F.col(k) for k in spec.keys], *aggregate.final_values(spec),
+                           *[F.col(k).alias(o) for k, o in zip(spec.keys, old_keys)],
+                           *[v.alias(o) for v, o in zip(aggregate.final_values(spec, "o_"), old_values)],
+                           ((F.col(aggregate.PRESENT) == 1) & aggregate.alive(spec, "o_")).alias(BEFORE),
+                           aggregate.alive(spec).alias(AFTER))
+    after = project(step.cat, frame, attrs, results, keep=[*old_keys, *old_values, *flags])
+    after = after.select(*[F.col(c) for c in old_keys + old_values],
+                         *[F.col(f"c{i}").alias(f"a{i}") for i in range(n_out)], *[F.col(c) for c in flags])
+    both = project(step.cat, after, attrs, results, keep=[*[f"a{i}" for i in range(n_out)], *flags])
+    return both.select(*[F.col(f"c{i}").alias(f"b{i}") for i in range(n_out)],
+                       *[F.col(f"a{i}") for i in range(n_out)], *[F.col(c) for c in flags])
 
 
 def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[str, DataFrame]
-                  ) -> tuple[Delta, dict[str, DataFrame]]:
-    """The change of the query's output (frames by position) and every operator's new states."""
+                  ) -> tuple[Delta, dict[str, DataFrame], DataFrame | None]:
+    """The change of the query's output (frames by position), every operator's new states and, when the query's
+    top node is an aggregate that updated every touched group from its state, :func:`group_pairs`."""
     changes: dict[str, Delta] = {}
     states: dict[str, DataFrame] = {}
+    pairs = None
     for op in step.plan.ops:  # children first
         if op.kind == keyed.KIND:
             change = keyed.step(step, op, changes)
@@ -233,11 +282,13 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
             change, states[op.id] = running.step(step, op, old_states[op.id], changes)
             changes[op.id] = cancel(change) if op.id != "root" and not change.gains_only else change
         else:
-            changes[op.id], states[op.id] = aggregate_step(step, op, old_states[op.id], changes)
+            changes[op.id], states[op.id], pairs = aggregate_step(step, op, old_states[op.id], changes)
     top = segment_change(step, step.plan.root, changes)
     if len(top.pos.columns) - (1 if "__odf_n" in top.pos.columns else 0) != len(out_columns):
         raise AssertionError("the incremental plan's output does not match the query's columns")
-    return top, states
+    root = step.plan.root.frontiers
+    on_top = len(root) == 1 and root[0].path == () and root[0].op is not None and root[0].op.id == "root"
+    return top, states, (pairs if on_top else None)
 
 
 def counted_change(top: Delta, out_columns: Sequence[str], names: Sequence[str], types: Mapping[str, T.DataType]

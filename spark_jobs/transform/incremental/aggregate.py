@@ -252,25 +252,34 @@ def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
     return change.select(*cols)
 
 
-def alive(spec: AggregateSpec) -> Column:
-    """Which state rows are groups: all with rows, and the one group of a global aggregate."""
-    return F.lit(True) if spec.is_global else F.col(ROWS) > 0
+def alive(spec: AggregateSpec, prefix: str = "") -> Column:
+    """Which state rows are groups: all with rows, and the one group of a global aggregate (``prefix``: which state
+    columns, ``o_`` for the old ones)."""
+    return F.lit(True) if spec.is_global else F.col(prefix + ROWS) > 0
+
+
+def final_values(spec: AggregateSpec, prefix: str = "") -> list[Column]:
+    """Each function's value (``f<j>``) from the state columns (named with ``prefix``: ``o_`` reads the old ones)."""
+    def s(name: str) -> Column:
+        return F.col(prefix + name)
+
+    cols = []
+    for j, a in enumerate(spec.adapters):
+        if a.kind == "count":
+            v = s(f"s{j}_n")
+        elif a.kind == "sum":
+            v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast(a.result_type))
+        elif a.kind == "avg":
+            v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast("double") / s(f"s{j}_n").cast("double"))
+        else:
+            v = s(f"s{j}_m")
+        cols.append(v.cast(a.result_type).alias(f"f{j}"))
+    return cols
 
 
 def finals(spec: AggregateSpec, states: DataFrame) -> DataFrame:
     """Keys and each function's value, from the states (the columns the result expressions read)."""
-    cols = [F.col(k) for k in spec.keys]
-    for j, a in enumerate(spec.adapters):
-        if a.kind == "count":
-            v = F.col(f"s{j}_n")
-        elif a.kind == "sum":
-            v = F.when(F.col(f"s{j}_n") > 0, F.col(f"s{j}_s").cast(a.result_type))
-        elif a.kind == "avg":
-            v = F.when(F.col(f"s{j}_n") > 0, F.col(f"s{j}_s").cast("double") / F.col(f"s{j}_n").cast("double"))
-        else:
-            v = F.col(f"s{j}_m")
-        cols.append(v.cast(a.result_type).alias(f"f{j}"))
-    return states.select(*cols)
+    return states.select(*[F.col(k) for k in spec.keys], *final_values(spec))
 
 
 def finals_attrs(spec: AggregateSpec) -> Sequence[Any]:

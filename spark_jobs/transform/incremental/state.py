@@ -26,6 +26,34 @@ BUCKETS = 128
 ROW_GROUP_BYTES = 4 << 20
 
 
+def stored_type(t: T.DataType) -> T.DataType:
+    """How a state column is stored: timestamps (also inside structs and arrays) as microseconds since the epoch.
+    Parquet output is set to millisecond timestamps (what slices store): a state written as timestamps would lose
+    the microseconds of its keys and values, and two groups of one millisecond would become one."""
+    if isinstance(t, (T.TimestampType, T.TimestampNTZType)):
+        return T.LongType()
+    if isinstance(t, T.StructType):
+        return T.StructType([T.StructField(f.name, stored_type(f.dataType), f.nullable) for f in t.fields])
+    if isinstance(t, T.ArrayType):
+        return T.ArrayType(stored_type(t.elementType), t.containsNull)
+    return t
+
+
+def _convert(c: Column, t: T.DataType, store: bool) -> Column:
+    """``c`` (of type ``t``) to its stored form, or (``store`` False) from its stored form back to ``t``."""
+    if stored_type(t) == t:
+        return c
+    if isinstance(t, (T.TimestampType, T.TimestampNTZType)):
+        if store:  # the session is in UTC (SQL_CONF): a wall-clock timestamp's micros are exact
+            return F.unix_micros(c.cast(T.TimestampType()))
+        return F.timestamp_micros(c).cast(t)
+    if isinstance(t, T.StructType):
+        fields = [_convert(c.getField(f.name), f.dataType, store).alias(f.name) for f in t.fields]
+        return F.when(c.isNull(), F.lit(None)).otherwise(F.struct(*fields))
+    assert isinstance(t, T.ArrayType)
+    return F.transform(c, lambda x: _convert(x, t.elementType, store))
+
+
 def bucket_of(keys: Sequence[str]) -> Column:
     if not keys:
         return F.lit(0)
@@ -57,7 +85,10 @@ class StateStore:
             return None
         tid = int(spec["id"])
         df = self.session.read.schema(self.schema).parquet(self.path).where(F.col(TABLE) == tid)
-        return df.select(*[F.col(f"t{tid}_{c}").alias(c) for c in spec["columns"]])
+        if "schema" not in spec:  # written before version 4: timestamps stored as they are
+            return df.select(*[F.col(f"t{tid}_{c}").alias(c) for c in spec["columns"]])
+        types = {f.name: f.dataType for f in T.StructType.fromJson(spec["schema"]).fields}
+        return df.select(*[_convert(F.col(f"t{tid}_{c}"), types[c], store=False).alias(c) for c in spec["columns"]])
 
 
 @dataclass
@@ -74,12 +105,12 @@ class StateWriter:
         specs: dict[str, dict[str, Any]] = {}
         fields: list[T.StructField] = []
         for tid, (name, (df, keys)) in enumerate(sorted(self.tables.items())):
-            specs[name] = {"id": tid, "columns": list(df.columns), "keys": keys}
-            fields += [T.StructField(f"t{tid}_{f.name}", f.dataType, True) for f in df.schema.fields]
+            specs[name] = {"id": tid, "columns": list(df.columns), "keys": keys, "schema": df.schema.jsonValue()}
+            fields += [T.StructField(f"t{tid}_{f.name}", stored_type(f.dataType), True) for f in df.schema.fields]
         parts = []
         for name, (df, keys) in sorted(self.tables.items()):
             tid = specs[name]["id"]
-            mine = {f"t{tid}_{c}": F.col(c) for c in df.columns}
+            mine = {f"t{tid}_{f.name}": _convert(F.col(f.name), f.dataType, store=True) for f in df.schema.fields}
             parts.append(df.select(
                 F.lit(tid).cast("int").alias(TABLE), bucket_of(keys).alias(BUCKET),
                 *[(mine[f.name] if f.name in mine else F.lit(None)).cast(f.dataType).alias(f.name)
