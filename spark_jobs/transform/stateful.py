@@ -162,14 +162,16 @@ def paired_diff(pairs: DataFrame, out_columns: Sequence[str], names: Sequence[st
     same: Column = before & after
     for n in names:
         same = same & F.col(f"b{pos[n]}").eqNullSafe(F.col(f"a{pos[n]}"))
-    changed = norm.where(~same)
-    lost = changed.where(before).select(*[F.col(f"b{pos[n]}").alias(n) for n in names],
-                                        F.lit(0).alias("__odf_side"),
-                                        F.when(after, OP_CORRECT_FROM).otherwise(OP_RETRACT).alias("__odf_op"))
-    gained = changed.where(after).select(*[F.col(f"a{pos[n]}").alias(n) for n in names],
-                                         F.lit(1).alias("__odf_side"),
-                                         F.when(before, OP_CORRECT_TO).otherwise(OP_APPEND).alias("__odf_op"))
-    rows = lost.unionByName(gained)
+
+    def row(prefix: str, side: int, present: Column, op: Column) -> Column:
+        return F.struct(*[F.col(f"{prefix}{pos[n]}").alias(n) for n in names], F.lit(side).alias("__odf_side"),
+                        op.alias("__odf_op"), present.alias("__odf_present"))
+
+    # one pass over the groups (a union of two would read them twice and need a shuffle to order the slice)
+    rows = norm.where(~same).select(F.inline(F.array(
+        row("b", 0, before, F.when(after, OP_CORRECT_FROM).otherwise(OP_RETRACT)),
+        row("a", 1, after, F.when(before, OP_CORRECT_TO).otherwise(OP_APPEND)))))
+    rows = rows.where(F.col("__odf_present")).drop("__odf_present")
     op = F.col("__odf_op")
     block = F.when(op == OP_RETRACT, 0).when(op == OP_APPEND, 2).otherwise(1)
     order = [block, *[col(k).asc_nulls_first() for k in key], F.col("__odf_side"), *sort_columns(rows, names)]
@@ -335,7 +337,9 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     query_layout = layout_of(out_schema, request.vocab, STATEFUL)
     names = [query_layout.event_time, *query_layout.data]
     types = {f.name: f.dataType for f in out_schema.fields}
-    top, new_states, pairs = incremental.output_change(step, out_schema.names, states)
+    # a top-level aggregate whose output carries its keys can give each group's old and new row (paired_diff)
+    paired = info.key is not None and not any(_nested_float(types[n]) for n in names)
+    top, new_states, pairs = incremental.output_change(step, out_schema.names, states, paired)
     t1 = time.monotonic()
     sizes = incremental.write_checkpoint(step, request, new_states)
     diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
@@ -343,7 +347,7 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     diag["sizing"] = step.sizing.describe()
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
     layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
-    if pairs is not None and info.key is not None and not any(_nested_float(types[n]) for n in names):
+    if pairs is not None and info.key is not None:
         diag["slice"] = "per group"
         rows, op, order = paired_diff(pairs, out_schema.names, names, info.key, types)
     else:

@@ -180,10 +180,10 @@ def _recomputed(step: Step, op: Op, groups: DataFrame, old: bool = False) -> Dat
     return aggregate.initial(spec, aggregate.changes(spec, _restrict(rows, groups, spec.keys)))
 
 
-def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Delta]
+def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Delta], paired: bool = False
                    ) -> tuple[Delta, DataFrame, DataFrame | None]:
-    """The change of an aggregate's output, its new states and, for the query's top aggregate when every touched
-    group was updated from its state (see :func:`group_pairs`), the output rows of each group before and after."""
+    """The change of an aggregate's output, its new states and, with ``paired`` (the query's top aggregate) when
+    every touched group was updated from its state, :func:`group_pairs`."""
     spec = op.spec
     child = segment_change(step, op.children[0], changes)
     if child.empty:
@@ -194,14 +194,14 @@ def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Del
     # a change to a group whose window closed and left the state: the group is recomputed, before and after
     closed = aggregate.closed(spec, step.evicted)
     revive = F.lit(False) if closed is None else (F.col(aggregate.PRESENT) == 0) & closed
-    fine = _finer_than_ms(spec) if op.id == "root" else None
-    combined, seen = step.keep(aggregate.update(spec, old, rows).withColumn(REVIVE, revive),
-                               F.sum(F.when(recompute, 1).otherwise(0)).alias("flagged"),
-                               F.sum(F.when(F.col(REVIVE), 1).otherwise(0)).alias("revived"),
-                               F.sum(F.when(F.col(aggregate.TOUCHED) & fine if fine is not None else F.lit(False), 1)
-                                     .otherwise(0)).alias("fine"))
+    stats = [F.sum(F.when(recompute, 1).otherwise(0)).alias("flagged"),
+             F.sum(F.when(F.col(REVIVE), 1).otherwise(0)).alias("revived")]
+    fine = _finer_than_ms(spec) if paired else None
+    if fine is not None:
+        stats.append(F.sum(F.when(F.col(aggregate.TOUCHED) & fine, 1).otherwise(0)).alias("fine"))
+    combined, seen = step.keep(aggregate.update(spec, old, rows).withColumn(REVIVE, revive), *stats)
     pairs = None
-    if op.id == "root" and not (seen["flagged"] or seen["revived"] or seen["fine"]):
+    if paired and not (seen["flagged"] or seen["revived"] or (fine is not None and seen["fine"])):
         pairs = group_pairs(step, op, combined.where(F.col(aggregate.TOUCHED)))
     state_cols = [*spec.keys, *aggregate.state_columns(spec)]
     kept = ~F.col(aggregate.RECOMPUTE) & ~F.col(REVIVE)
@@ -267,10 +267,10 @@ def group_pairs(step: Step, op: Op, touched: DataFrame) -> DataFrame:
                        *[F.col(f"a{i}") for i in range(n_out)], *[F.col(c) for c in flags])
 
 
-def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[str, DataFrame]
+def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[str, DataFrame], paired: bool = False
                   ) -> tuple[Delta, dict[str, DataFrame], DataFrame | None]:
-    """The change of the query's output (frames by position), every operator's new states and, when the query's
-    top node is an aggregate that updated every touched group from its state, :func:`group_pairs`."""
+    """The change of the query's output (frames by position), every operator's new states and, with ``paired`` when
+    the query's top node is an aggregate that updated every touched group from its state, :func:`group_pairs`."""
     changes: dict[str, Delta] = {}
     states: dict[str, DataFrame] = {}
     pairs = None
@@ -282,13 +282,14 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
             change, states[op.id] = running.step(step, op, old_states[op.id], changes)
             changes[op.id] = cancel(change) if op.id != "root" and not change.gains_only else change
         else:
-            changes[op.id], states[op.id], pairs = aggregate_step(step, op, old_states[op.id], changes)
+            top_node = op.id == "root"  # the plan's top node itself (an operator's id is its path)
+            changes[op.id], states[op.id], found = aggregate_step(step, op, old_states[op.id], changes,
+                                                                  paired and top_node)
+            pairs = found if top_node else pairs
     top = segment_change(step, step.plan.root, changes)
     if len(top.pos.columns) - (1 if "__odf_n" in top.pos.columns else 0) != len(out_columns):
         raise AssertionError("the incremental plan's output does not match the query's columns")
-    root = step.plan.root.frontiers
-    on_top = len(root) == 1 and root[0].path == () and root[0].op is not None and root[0].op.id == "root"
-    return top, states, (pairs if on_top else None)
+    return top, states, pairs
 
 
 def counted_change(top: Delta, out_columns: Sequence[str], names: Sequence[str], types: Mapping[str, T.DataType]
