@@ -123,14 +123,13 @@ def signed_diff(delta: DataFrame, names: Sequence[str], key: tuple[str, ...] | N
 
 
 def _nested_float(t: T.DataType) -> bool:
-    """A float/double inside a struct, array or map: netting normalises its -0.0 and NaNs, row-wise code cannot."""
+    """A float/double inside a struct or array (outputs hold no maps): netting normalises its -0.0 and NaNs, which
+    :func:`paired_diff` does for top-level columns only."""
     if isinstance(t, T.StructType):
         return any(isinstance(f.dataType, (T.FloatType, T.DoubleType)) or _nested_float(f.dataType)
                    for f in t.fields)
     if isinstance(t, T.ArrayType):
         return isinstance(t.elementType, (T.FloatType, T.DoubleType)) or _nested_float(t.elementType)
-    if isinstance(t, T.MapType):
-        return any(isinstance(x, (T.FloatType, T.DoubleType)) or _nested_float(x) for x in (t.keyType, t.valueType))
     return False
 
 
@@ -356,4 +355,23 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
         change = incremental.counted_change(top, out_schema.names, names, types)
         rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
     diag["correction_key"] = list(info.key) if info.key is not None else None
-    return write_output(finalize(rows, op, order, layout, request), request)
+    return write_output(finalize(_as_read_back(rows, names, types), op, order, layout, request), request)
+
+
+def _nullable(t: T.DataType) -> T.DataType:
+    """``t`` with every nested field, element and value nullable (what a parquet read makes of it)."""
+    if isinstance(t, T.StructType):
+        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in t.fields])
+    if isinstance(t, T.ArrayType):
+        return T.ArrayType(_nullable(t.elementType), True)
+    return t
+
+
+def _as_read_back(rows: DataFrame, names: Sequence[str], types: Mapping[str, T.DataType]) -> DataFrame:
+    """The output columns nullable throughout, as the full path has them (it reads its output states back from
+    parquet): a column Spark knows is never NULL (``named_struct(...)``, ``coalesce(x, 0)``) would otherwise be
+    REQUIRED in an incremental slice and OPTIONAL in the full path's, and the bytes would depend on the path. A CASE
+    without ELSE is nullable; its condition (a row's side is 0 or 1) is always true but not foldable."""
+    always = F.col("__odf_side") >= 0
+    return rows.withColumns({n: F.when(always, col(n) if _nullable(types[n]) == types[n]
+                                       else col(n).cast(_nullable(types[n]))) for n in names})

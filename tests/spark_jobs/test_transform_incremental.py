@@ -207,9 +207,10 @@ def test_a_top_aggregate_writes_each_groups_old_and_new_row(spark, tmp_path):
     """A top-level GROUP BY whose output carries its keys takes a touched group's old and new output rows from its
     one state row (``slice: per group``) instead of netting all changed rows by value: the same bytes as the full
     path, with groups that appear, disappear or do not change, and -0.0 and NaN written as netting writes them.
-    Timestamp keys finer than the slice's milliseconds can make two groups one output key: those steps are netted."""
+    Timestamp keys finer than the slice's milliseconds can make two groups one output key: those steps are netted, as
+    are outputs with floats inside structs. A column Spark knows is never NULL is nullable in every path's slice."""
     floats = sql("SELECT k, count(*) AS n, avg(x) AS a, max(event_time) AS event_time, "
-                 "max(CASE WHEN x = 0 THEN double('NaN') ELSE x * -0.0 END) AS z FROM a GROUP BY k")
+                 "max(CASE WHEN x = 0 THEN double('NaN') ELSE x * -0.0D END) AS z FROM a GROUP BY k")
     events = [Event(OP_APPEND, minutes(1), ("p", 3)), Event(OP_APPEND, minutes(2), ("q", -2)),
               Event(OP_APPEND, minutes(3), ("p", 0)),  # p's z: -0.0 -> NaN
               Event(OP_APPEND, minutes(4), ("r", 5)),  # a new group
@@ -222,8 +223,11 @@ def test_a_top_aggregate_writes_each_groups_old_and_new_row(spark, tmp_path):
     collide = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(1), ("p", 2)),
                Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(1), ("p", 2)),  # one ms, two keys
                Event(OP_APPEND, minutes(2), ("q", 1)), Event(OP_APPEND, minutes(3), ("q", 0))]
+    nested = sql("SELECT k, named_struct('z', max(x * -0.0D)) AS s, count(*) AS n, max(event_time) AS event_time "
+                 "FROM a GROUP BY k")  # -0.0 inside a struct: only netting normalises it
     cases = [(floats, events, [2, 2, 6], [None, "per group", "per group"]),
-             (fine, collide, [2, 2, 1, 1], [None, "netted", "netted", "per group"])]
+             (fine, collide, [2, 2, 1, 1], [None, "netted", "netted", "per group"]),
+             (nested, events, [2, 2, 6], [None, "netted", "netted"])]
     for n, (transform, history, cuts, expected) in enumerate(cases):
         split = [Txn({"a": c}) for c in cuts]
         inc = _run(spark, tmp_path / f"inc{n}", transform, [InputSpec("a", DATA, history)], split)
@@ -233,8 +237,9 @@ def test_a_top_aggregate_writes_each_groups_old_and_new_row(spark, tmp_path):
         assert [r.diagnostics.get("slice") for r in inc.result.responses] == expected
         for a, b in zip(inc.result.slices, full.result.slices, strict=True):
             assert a.schema.equals(b.schema, check_metadata=True) and _bits(a) == _bits(b), (_bits(a), _bits(b))
-        got, want = reduce_output(inc.result.rows()), batch_reference(spark, transform, inc.inputs)
-        assert _nan_named(got) == _nan_named(want)
+        if transform is not nested:  # (reduce_output keys rows by flat values)
+            got, want = reduce_output(inc.result.rows()), batch_reference(spark, transform, inc.inputs)
+            assert _nan_named(got) == _nan_named(want)
 
 
 def _nan_named(rows: Counter) -> Counter:
@@ -242,9 +247,13 @@ def _nan_named(rows: Counter) -> Counter:
 
 
 def _bits(table: pa.Table) -> list[tuple]:
-    """Rows with each float as its IEEE bits (NaN is not equal to itself, and -0.0 equals 0.0)."""
-    return [tuple(struct.pack(">d", v).hex() if isinstance(v, float) else v for v in row.values())
-            for row in table.to_pylist()]
+    """Rows with each float, also inside structs, as its IEEE bits (NaN is not equal to itself, -0.0 equals 0.0)."""
+    def bits(v: object) -> object:
+        if isinstance(v, float):
+            return struct.pack(">d", v).hex()
+        return tuple((k, bits(x)) for k, x in v.items()) if isinstance(v, dict) else v
+
+    return [tuple(bits(v) for v in row.values()) for row in table.to_pylist()]
 
 
 def test_a_repeated_step_runs_warm_generated_code(spark, tmp_path):
