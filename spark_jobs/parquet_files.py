@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -137,7 +138,7 @@ def footer_fact(path: str, what: str, compute: Callable[[str], Any]) -> Any:
     checkpoints never change once written, and facts from their footers or schemas are asked for at every step."""
     key = (*_file_version(path), what)
     if key not in _FOOTER_FACTS:
-        if len(_FOOTER_FACTS) > 4096:
+        if len(_FOOTER_FACTS) > 65536:
             _FOOTER_FACTS.clear()
         _FOOTER_FACTS[key] = compute(key[0])
     return _FOOTER_FACTS[key]
@@ -182,6 +183,84 @@ def column_range(path: str, column: str) -> tuple[int, int] | None:
         return footer_fact(path, f"range:{column}", compute)
     except Exception:  # noqa: BLE001 - not on the driver's disk, or an unreadable footer: the caller's general path
         return None
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """A column's value range in a file, by its footer: ``low``/``high`` are None when it has no non-null value;
+    ``nulls``: whether it has a NULL. Values are ints (integers; timestamps as microseconds) or dates."""
+
+    low: Any
+    high: Any
+    nulls: bool
+
+    def overlaps(self, other: "ColumnStats") -> bool:
+        """Whether a row of this file can hold a value of ``other``'s range (NULL counts as a value)."""
+        if self.nulls and other.nulls:
+            return True
+        if self.low is None or other.low is None:
+            return False
+        return bool(self.low <= other.high and other.low <= self.high)
+
+
+def _stat_value(v: Any) -> Any:
+    import datetime
+
+    if isinstance(v, datetime.datetime):  # pyarrow gives aware (UTC-adjusted) or naive (local-less) datetimes
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=v.tzinfo)
+        return (v - epoch) // datetime.timedelta(microseconds=1)
+    if isinstance(v, (int, datetime.date)) and not isinstance(v, bool):
+        return v
+    raise TypeError(f"no range for a value of type {type(v).__name__}")
+
+
+def column_stats(path: str, column: str) -> ColumnStats | None:
+    """The range of an integer, date or timestamp top-level column in one parquet file, from its footer's row-group
+    statistics (once per file version); None when a row group has none or the driver cannot read the file."""
+    def compute(file: str) -> ColumnStats | None:
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(file).metadata
+        idx = meta.schema.to_arrow_schema().get_field_index(column)
+        if idx < 0:
+            return None
+        low = high = None
+        nulls = False
+        for rg in (meta.row_group(i) for i in range(meta.num_row_groups)):
+            if rg.num_rows == 0:
+                continue
+            stats = rg.column(idx).statistics
+            if stats is None or not stats.has_null_count:
+                return None
+            nulls = nulls or stats.null_count > 0
+            if stats.null_count == rg.num_rows:
+                continue  # only NULLs: no min/max to expect
+            if not stats.has_min_max:
+                return None
+            lo, hi = _stat_value(stats.min), _stat_value(stats.max)
+            low = lo if low is None else min(low, lo)
+            high = hi if high is None else max(high, hi)
+        return ColumnStats(low, high, nulls)
+
+    try:
+        return footer_fact(path, f"stats:{column}", compute)
+    except Exception:  # noqa: BLE001 - not on the driver's disk, an unreadable footer, a type without a range
+        return None
+
+
+def merged_stats(paths: Iterable[str], column: str) -> ColumnStats | None:
+    """The range of a column over several files (None: a file has no usable statistics)."""
+    low = high = None
+    nulls = False
+    for p in paths:
+        s = column_stats(p, column)
+        if s is None:
+            return None
+        nulls = nulls or s.nulls
+        if s.low is not None:
+            low = s.low if low is None else min(low, s.low)
+            high = s.high if high is None else max(high, s.high)
+    return ColumnStats(low, high, nulls)
 
 
 def column_max(path: str, column: str) -> int | None:

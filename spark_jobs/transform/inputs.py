@@ -16,7 +16,8 @@ from pyspark.sql import types as T
 from odf_core.metadata import DatasetVocabulary, Timestamp, TransformRequestInput
 from spark_jobs.columns import col
 from spark_jobs.errors import EngineFailure, InvalidQuery, user_message
-from spark_jobs.parquet_files import column_max, column_range, footer_fact, local_path, remember_fact, spark_schema_json
+from spark_jobs.parquet_files import (ColumnStats, column_max, column_range, column_stats, footer_fact, local_path,
+                                      remember_fact, spark_schema_json)
 from spark_jobs.transform.catalyst import INPUT_MARKER
 
 OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
@@ -146,6 +147,43 @@ def up_to(paths: Sequence[str], column: str, end: int) -> tuple[list[str], bool]
     return kept, straddle
 
 
+@dataclass(frozen=True)
+class KeyBound:
+    """The rows a read needs have a value of ``column`` within ``values`` (or NULL, if ``values`` has NULLs)."""
+
+    column: str
+    values: ColumnStats
+
+
+def overlapping(paths: Sequence[str], bounds: Sequence[KeyBound]) -> list[str]:
+    """The files that can hold rows within every bound, by their footers' statistics (a file without usable
+    statistics is kept). A retraction has the data columns of the row it removes, so a file left out holds neither
+    the rows of the wanted keys nor their retractions: the reduced rows of those keys are the same."""
+    kept = []
+    for p in paths:
+        for b in bounds:
+            found = column_stats(p, b.column)
+            if found is not None and not found.overlaps(b.values):
+                break
+        else:
+            kept.append(p)
+    return kept
+
+
+def history_paths(inp: QueryInput, end: int | None, bounds: Sequence[KeyBound] = ()) -> tuple[list[str], bool]:
+    """The slices of an input's history up to offset ``end`` that can hold rows within ``bounds``, and whether one
+    of them also holds rows beyond ``end`` (so the read filters by offset)."""
+    paths = inp.history
+    iv = inp.request.offset_interval
+    if paths is None:
+        if iv is not None and iv.start != 0:
+            raise EngineFailure(f"input {inp.alias!r}: a stateful query needs the input's history (all slices up "
+                                "to the new ones), which this request does not carry")
+        paths = inp.request.data_paths if iv is not None else ()
+    kept, straddle = (list(paths), True) if end is None else up_to(paths, inp.vocab.offset, end)
+    return (overlapping(kept, bounds) if bounds else kept), straddle
+
+
 def reduce_changelog(rows: DataFrame, vocab: DatasetVocabulary) -> DataFrame:
     """Current rows of a changelog: each -R/-C removes the oldest live row with equal data columns.
 
@@ -171,18 +209,16 @@ def reduce_changelog(rows: DataFrame, vocab: DatasetVocabulary) -> DataFrame:
 def history_rows(session: SparkSession, inp: QueryInput, schema: T.StructType, end: int | None,
                  changelog: bool) -> DataFrame:
     """An input's rows up to offset ``end``: its raw changelog, or its reduced state."""
-    paths = inp.history
-    iv = inp.request.offset_interval
-    if paths is None:
-        if iv is not None and iv.start != 0:
-            raise EngineFailure(f"input {inp.alias!r}: a stateful query needs the input's history (all slices up "
-                                "to the new ones), which this request does not carry")
-        paths = inp.request.data_paths if iv is not None else ()
-    straddle = True
-    if end is not None:
-        paths, straddle = up_to(paths, inp.vocab.offset, end)
+    paths, straddle = history_paths(inp, end)
+    return rows_of(session, inp, schema, paths, end if straddle else None, changelog)
+
+
+def rows_of(session: SparkSession, inp: QueryInput, schema: T.StructType, paths: Sequence[str], end: int | None,
+            changelog: bool) -> DataFrame:
+    """The rows of some of an input's history slices up to offset ``end`` (None: all of them): its raw changelog,
+    or its reduced state."""
     rows = read_rows(session, schema, paths)
-    if end is not None and straddle:
+    if end is not None:
         rows = rows.where(col(inp.vocab.offset) <= F.lit(end))
     if changelog or append_only(paths, inp.vocab):
         return rows  # with no -R/-C row the reduced state is the rows themselves: no shuffle over the history

@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 
 from odf_core.metadata import DatasetVocabulary, TransformRequestInput
 from odf_core.identity import DatasetID
-from spark_jobs.parquet_files import column_max
-from spark_jobs.transform.inputs import QueryInput, append_only, history_rows, input_schema, up_to, within
+from spark_jobs.parquet_files import ColumnStats, column_max, column_stats, merged_stats
+from spark_jobs.transform.inputs import (KeyBound, QueryInput, append_only, history_rows, input_schema, overlapping,
+                                        up_to, within)
 
 TS = pa.timestamp("ms", tz="UTC")
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -72,3 +73,37 @@ def test_footers_tell_which_slices_need_an_offset_filter(spark, tmp_path):
     assert "Filter" not in plan_of(old) and sorted(r["name"] for r in old.collect()) == ["x", "y", "z"]
     cut = history_rows(spark, inp, schema, 3, changelog=False)
     assert "Filter" in plan_of(cut) and sorted(r["name"] for r in cut.collect()) == ["u", "x", "y", "z"]
+
+
+def test_key_ranges_leave_out_the_slices_that_cannot_hold_a_wanted_key(tmp_path):
+    """overlapping: a slice is read when its footer's range of the key column meets the wanted range, or both have
+    NULLs; a slice without statistics, or with a column that has no range (a string), is always read."""
+    def keyed(name: str, ids: list, when: list, statistics: bool = True) -> str:
+        table = pa.table({"offset": pa.array(range(len(ids)), pa.int64()), "id": pa.array(ids, pa.int32()),
+                          "at": pa.array(when, TS), "name": pa.array([str(i) for i in ids], pa.string())})
+        pq.write_table(table, tmp_path / name, write_statistics=statistics)
+        return str(tmp_path / name)
+
+    minute = dt.timedelta(minutes=1)
+    old = keyed("old.parquet", [1, 5], [T0, T0 + minute])
+    mid = keyed("mid.parquet", [6, None], [T0 + 2 * minute, None])
+    nulls = keyed("nulls.parquet", [None, None], [None, None])
+    bare = keyed("bare.parquet", [100, 200], [T0, T0], statistics=False)
+    new = keyed("new.parquet", [7, 9], [T0 + 3 * minute, T0 + 4 * minute])
+    paths = [old, mid, nulls, bare, new]
+
+    def wanted(column: str, *files: str) -> list[str]:
+        found = merged_stats(files, column)
+        assert found is not None
+        return [p.rsplit("/", 1)[1] for p in overlapping(paths, [KeyBound(column, found)])]
+
+    assert wanted("id", new) == ["bare.parquet", "new.parquet"]  # 7..9: only the slice that holds them
+    assert wanted("id", mid) == ["mid.parquet", "nulls.parquet", "bare.parquet"]  # 6 and NULL
+    assert wanted("id", nulls) == ["mid.parquet", "nulls.parquet", "bare.parquet"]  # NULL only
+    assert wanted("id", old, new) == ["old.parquet", "mid.parquet", "bare.parquet", "new.parquet"]  # 1..9
+    assert wanted("at", old) == ["old.parquet", "bare.parquet"]  # timestamps compare as instants
+    assert overlapping(paths, [KeyBound("name", ColumnStats("7", "9", False))]) == paths  # no range: all read
+    assert column_stats(old, "id") == ColumnStats(1, 5, False) and column_stats(nulls, "id") == ColumnStats(
+        None, None, True)
+    both = [KeyBound("id", merged_stats([new], "id")), KeyBound("at", merged_stats([old], "at"))]
+    assert overlapping(paths, both) == [bare]  # every bound must meet
