@@ -203,6 +203,7 @@ class TransformDiagnostics(Model):
     sizing: str | None = opt(W.STR)  # incremental steps: how their shuffles were planned
     slice: str | None = opt(W.STR)  # incremental steps: "per group" (a top aggregate's old and new row per group)
     #                                 or "netted" (the changed rows counted by value)
+    history: str | None = opt(W.STR)  # incremental steps: what they read of the inputs' history ("b 2 of 40 slice(s)")
 
 
 @odf_type

@@ -371,6 +371,7 @@ def _log_diagnostics(dataset: str, response: OdfTransformResponse) -> None:
     state = f", {d.state_rows} state row(s)" if d.state_rows is not None else ""
     state += f" ({d.sizing})" if d.sizing else ""
     state += f", slice {d.slice}" if d.slice else ""
+    state += f", history read: {d.history}" if d.history else ""
     log.info("%s: %s plan%s%s; %s output row(s)%s; %s", dataset, d.plan_class, why, path, d.output_rows, state,
              d.timings or "")
     for line in explain_lines(d.operators or ()):

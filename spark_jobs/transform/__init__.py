@@ -78,7 +78,8 @@ def _diagnostics(diag: dict[str, Any], timings: dict[str, float]) -> TransformDi
         output_rows=diag.get("output_rows"), warnings=tuple(diag.get("warnings") or ()) or None,
         timings=" ".join(f"{k}={v * 1000:.0f}ms" for k, v in timings.items()) or None,
         path=diag.get("path"), operators=tuple(diag["operators"]) if diag.get("operators") else None,
-        state_rows=diag.get("state_rows"), sizing=diag.get("sizing"), slice=diag.get("slice"))
+        state_rows=diag.get("state_rows"), sizing=diag.get("sizing"), slice=diag.get("slice"),
+        history=diag.get("history"))
 
 
 def _plan_incremental(session: SparkSession, transform: Any, inputs: Sequence[Any], schemas: Sequence[Any],

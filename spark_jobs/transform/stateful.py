@@ -344,6 +344,7 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
     diag["state_rows"] = sum(sizes.values())
     diag["sizing"] = step.sizing.describe()
+    diag["history"] = step.history_read()
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
     layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
     if pairs is not None and info.key is not None:

@@ -87,6 +87,12 @@ FAMILIES = {
                        "b.x AS bx FROM a FULL OUTER JOIN b ON a.k = b.k AND a.x < b.x + 3"), ()),
     "left_join_semi": (sql("SELECT a.event_time, a.k, b.x AS bx FROM a LEFT JOIN b ON a.k = b.k "
                            "WHERE a.k IN (SELECT k FROM b WHERE x > 0) OR a.x > 5"), ()),
+    # integer keys: the history slices read are bounded by the keys' ranges in the new slices (.key_ranges)
+    "join_on_ranges": (sql("SELECT a.event_time, a.k, a.x, b.k AS bk FROM a JOIN b ON a.x = b.x"), ()),
+    "left_join_on_ranges": (sql("SELECT a.event_time, a.k, a.x, b.k AS bk FROM a LEFT JOIN b "
+                                "ON a.event_time = b.event_time"), ()),
+    "window_on_ranges": (sql("SELECT event_time, k, x, lag(k) OVER (PARTITION BY x ORDER BY event_time, k) AS prev "
+                             "FROM a"), ()),
     "join_then_aggregate": (sql("SELECT a.k, count(*) AS n, sum(b.x) AS s, max(a.event_time) AS event_time "
                                 "FROM a JOIN b ON a.k = b.k GROUP BY a.k"), ()),
 }
@@ -254,6 +260,125 @@ def _bits(table: pa.Table) -> list[tuple]:
         return tuple((k, bits(x)) for k, x in v.items()) if isinstance(v, dict) else v
 
     return [tuple(bits(v) for v in row.values()) for row in table.to_pylist()]
+
+
+@hst.composite
+def growing_changelogs(draw, max_events: int = 16) -> list[Event]:
+    """A valid changelog whose appended x grows with its position, like an id (sometimes NULL): each slice holds a
+    range of x of its own, so key ranges leave slices out; -R and -C/+C of live rows (a correction changes k, so
+    the retracted row's x, in an older slice's range, is touched again)."""
+    events: list[Event] = []
+    live: list[Event] = []
+    for i in range(draw(hst.integers(1, max_events))):
+        kind = draw(hst.sampled_from(["append", "append", "append", "retract", "correct"])) if live else "append"
+        if kind == "append":
+            x = None if draw(hst.integers(0, 7)) == 0 else i
+            e = Event(OP_APPEND, minutes(draw(hst.integers(0, 90))), (draw(KEYS), x))
+            events.append(e)
+            live.append(e)
+            continue
+        victim = live.pop(draw(hst.integers(0, len(live) - 1)))
+        if kind == "retract":
+            events.append(Event(R, victim.event_time, victim.data))
+        else:
+            new = Event(OP_CORRECT_TO, victim.event_time, (draw(KEYS), victim.data[1]))
+            events += [Event(OP_CORRECT_FROM, victim.event_time, victim.data), new]
+            live.append(Event(OP_APPEND, new.event_time, new.data))
+    return events
+
+
+RANGED = {
+    **{name: FAMILIES[name][0] for name in ("join_on_ranges", "left_join_on_ranges", "window_on_ranges")},
+    "group_recomputed": sql("SELECT x, min(event_time) AS event_time, count(*) AS n, max(k) AS hk FROM a GROUP BY x"),
+    "running_recomputed": sql("SELECT event_time, k, x, count(*) OVER (PARTITION BY x ORDER BY event_time, k ROWS "
+                              "UNBOUNDED PRECEDING) AS n FROM a"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANGED))
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=hst.data())
+def test_keys_that_grow_with_the_history_give_the_batch_result(spark, tmp_path_factory, name, data):
+    """Keys whose ranges prune the history's slices (.key_ranges), with retractions and corrections of rows in older
+    slices, for any split: the output reduces to the batch result."""
+    transform = RANGED[name]
+    inputs = _inputs(data.draw(growing_changelogs(), "a"), data.draw(growing_changelogs(10), "b"))
+    split = data.draw(splits(inputs), "split")
+    coord = _run(spark, tmp_path_factory.mktemp(name), transform, inputs, split)
+    paths = [r.diagnostics["path"] for r in coord.result.responses]
+    assert paths[0] == "rebuild" and set(paths[1:]) <= {"incremental", None}, paths
+    assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs), split
+
+
+def test_a_join_of_two_growing_inputs_reads_the_history_slices_its_keys_reach(spark, tmp_path):
+    """Two inputs that grow with increasing ids, joined on the id: a step reads, of each side's history, only the
+    slices whose id range (their footers) meets the other side's new ids, and says so; the output is the batch
+    result and the slices are the full path's bytes. The same holds for a window's partitions (a NULL key too), a
+    recomputed group and a recomputed running partition. A key spread over all slices reads them all."""
+    def ids(start: int, n: int, minute: int, k: str) -> list[Event]:
+        return [Event(OP_APPEND, minutes(minute + i), (k, start + i)) for i in range(n)]
+
+    # each step adds ids 10s+0..2 on both sides; a also retracts its row 10 in step 3 (its new ids span 10..22)
+    a = [*ids(0, 3, 0, "p"), *ids(10, 3, 10, "p"), *ids(20, 3, 20, "q"), Event(R, minutes(10), ("p", 10)),
+         *ids(30, 3, 30, "q")]
+    b = [*ids(0, 3, 0, "p"), *ids(10, 3, 10, "p"), *ids(20, 3, 20, "q"), *ids(30, 3, 30, "q")]
+    split = [Txn({"a": 3, "b": 3}), Txn({"a": 3, "b": 3}), Txn({"a": 4, "b": 3}), Txn({"a": 3, "b": 3})]
+    transform, _ = FAMILIES["join_on_ranges"]
+    inputs = [InputSpec("a", DATA, a), InputSpec("b", DATA, b)]
+    inc = _run(spark, tmp_path / "inc", transform, inputs, split)
+    full = _run(spark, tmp_path / "full", transform, inputs, split, incremental=False)
+    responses = inc.result.responses
+    assert [r.diagnostics["path"] for r in responses] == ["rebuild", "incremental", "incremental", "incremental"]
+    # a's change meets b's old rows of its ids (none, but in step 3 the slice of id 10); b's change meets a's rows
+    # of its ids as of now: a's newest slice
+    assert [r.diagnostics.get("history") for r in responses] == [
+        None, "a 1 of 2 slice(s), b 0 of 2 slice(s)", "a 1 of 3 slice(s), b 1 of 3 slice(s)",
+        "a 1 of 4 slice(s), b 0 of 4 slice(s)"]
+    assert any("history slices read by the range of x/x" in (o.detail or "")
+               for o in responses[0].raw.diagnostics.operators)
+    for x, y in zip(inc.result.slices, full.result.slices, strict=True):
+        assert x.equals(y), (x.to_pylist(), y.to_pylist())
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inputs)
+    # an INT id joined with a BIGINT one: Spark widens it (a cast that keeps the order), the reads are the same
+    narrow = [inputs[0], InputSpec("b", pa.schema([pa.field("k", pa.string()), pa.field("x", pa.int32())]), b)]
+    widened = _run(spark, tmp_path / "widened", transform, narrow, split)
+    assert [r.diagnostics.get("history") for r in widened.result.responses] == [
+        r.diagnostics.get("history") for r in responses]
+    assert reduce_output(widened.result.rows()) == batch_reference(spark, transform, narrow)
+    # a partition key's NULL is a key too: the slices with NULLs are read for a new NULL, the others are not
+    window, _ = FAMILIES["window_on_ranges"]
+    nulls = [*ids(0, 3, 0, "p"), Event(OP_APPEND, minutes(5), ("q", None)), *ids(10, 3, 10, "p"),
+             *ids(20, 2, 20, "r"), Event(OP_APPEND, minutes(25), ("s", None))]
+    cuts = [Txn({"a": 4}), Txn({"a": 3}), Txn({"a": 3})]
+    parts = _run(spark, tmp_path / "nulls", window, [InputSpec("a", DATA, nulls)], cuts)
+    whole = _run(spark, tmp_path / "nulls-full", window, [InputSpec("a", DATA, nulls)], cuts, incremental=False)
+    assert [r.diagnostics.get("history") for r in parts.result.responses] == [None, "a 0 of 2 slice(s)",
+                                                                               "a 1 of 3 slice(s)"]
+    for x, y in zip(parts.result.slices, whole.result.slices, strict=True):
+        assert x.equals(y), (x.to_pylist(), y.to_pylist())
+    # a group or a running partition recomputed (a removed minimum, a removed row) reads its key's slices only
+    recomputing = [*ids(0, 3, 0, "p"), Event(OP_APPEND, minutes(10), ("p", 10)),
+                   Event(OP_APPEND, minutes(11), ("q", 10)), Event(OP_APPEND, minutes(12), ("p", 11)),
+                   Event(R, minutes(10), ("p", 10)), *ids(20, 2, 20, "r")]
+    cuts = [Txn({"a": 3}), Txn({"a": 3}), Txn({"a": 3})]
+    for query, kind in (("SELECT x, min(event_time) AS event_time, count(*) AS n FROM a GROUP BY x", "Aggregate"),
+                        ("SELECT event_time, k, x, count(*) OVER (PARTITION BY x ORDER BY event_time ROWS UNBOUNDED "
+                         "PRECEDING) AS n FROM a", "Window")):
+        parts = _run(spark, tmp_path / f"re-{kind}", sql(query), [InputSpec("a", DATA, recomputing)], cuts)
+        whole = _run(spark, tmp_path / f"re-{kind}-full", sql(query), [InputSpec("a", DATA, recomputing)], cuts,
+                     incremental=False)
+        assert (kind, "incremental") in parts.result.responses[0].diagnostics["operators"]
+        # x 10..21 in step 3: the slice of 10..11 and the new one (the rows after the step), not the one of 0..2
+        assert [r.diagnostics.get("history") for r in parts.result.responses] == [None, None, "a 2 of 3 slice(s)"]
+        for x, y in zip(parts.result.slices, whole.result.slices, strict=True):
+            assert x.equals(y), (kind, x.to_pylist(), y.to_pylist())
+    # a key whose values are in every slice (k: strings have no range here) reads every slice it may need
+    spread = sql("SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON a.k = b.k")
+    wide = _run(spark, tmp_path / "wide", spread, inputs, split)
+    assert [r.diagnostics.get("history") for r in wide.result.responses][1:] == [
+        f"a {n} of {n} slice(s), b {n - 1} of {n} slice(s)" for n in (2, 3, 4)]
+    assert reduce_output(wide.result.rows()) == batch_reference(spark, spread, inputs)
 
 
 def test_a_repeated_step_runs_warm_generated_code(spark, tmp_path):

@@ -144,7 +144,8 @@ class Resp:
                 "correctionKey": list(d.correction_key) if d.correction_key else None,
                 "outputRows": d.output_rows, "warnings": list(d.warnings or ()), "path": d.path,
                 "operators": [(o.operator, o.path) for o in d.operators or ()], "stateRows": d.state_rows,
-                "sizing": d.sizing, "slice": d.slice}
+                "sizing": d.sizing, "slice": d.slice,
+                "history": d.history}
 
 
 def typed_request(doc: Mapping[str, Any]) -> OdfTransformRequest:

@@ -24,17 +24,17 @@ from pyspark.sql import types as T
 
 from odf_core.metadata import TransformRequest
 from spark_jobs.columns import col
-from spark_jobs.parquet_files import local_path
+from spark_jobs.parquet_files import local_path, num_rows
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.checkpoint import stateful_meta
-from spark_jobs.transform.incremental import aggregate, keyed, running
+from spark_jobs.transform.incremental import aggregate, key_ranges, keyed, running
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
 from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
-from spark_jobs.transform.incremental.sizing import StepSizing, history_size
+from spark_jobs.transform.incremental.sizing import StepSizing
 from spark_jobs.transform.incremental.state import StateStore, StateWriter, same_keys
-from spark_jobs.transform.inputs import (OP_CORRECT_FROM, OP_RETRACT, QueryInput, append_only, history_rows,
-                                        slice_rows)
+from spark_jobs.transform.inputs import (OP_CORRECT_FROM, OP_RETRACT, KeyBound, QueryInput, append_only,
+                                        history_paths, rows_of, slice_rows)
 from spark_jobs.transform.output import normalized
 
 ENABLED_CONF = "spark.odf.incremental.enabled"
@@ -65,7 +65,7 @@ class Step:
     evicted: int | None = None  # the watermark (µs) through which the previous states dropped closed windows
     evict: int | None = None  # the watermark (µs) through which the new states drop them
     _cached: list[DataFrame] = field(default_factory=list)
-    _read: set[int] = field(default_factory=set)  # inputs whose history the step has read
+    _read: dict[int, set[str]] = field(default_factory=dict)  # per input, the history slices the step has read
 
     # -- inputs -------------------------------------------------------------------------------------------------
     def input_change(self, idx: int) -> Delta:
@@ -80,27 +80,44 @@ class Step:
         return Delta(as_frame(rows.where(~removed)), as_frame(rows.where(removed)),
                      gains_only=append_only(inp.request.data_paths, inp.vocab))
 
-    def history(self, idx: int, old: bool = False) -> DataFrame:
-        """An input's rows up to its new end, or with ``old`` up to where the previous step ended."""
+    def history(self, idx: int, old: bool = False, bounds: Sequence[KeyBound] = ()) -> DataFrame:
+        """An input's rows up to its new end, or with ``old`` up to where the previous step ended; with ``bounds``
+        only from the slices that can hold rows within them (:mod:`.key_ranges`)."""
         inp = self.inputs[idx]
         end = self.ends[inp.alias]
         iv = inp.request.offset_interval
         if old and iv is not None:
             end = iv.start - 1
-        if self.sizing is not None and idx not in self._read:
-            self._read.add(idx)
-            self.sizing.cover(history_size(inp))
-        return as_frame(history_rows(self.session, inp, self.schemas[idx], end, idx in self.changelog))
+        paths, straddle = history_paths(inp, end, bounds)
+        seen = self._read.setdefault(idx, set())
+        if self.sizing is not None:
+            self.sizing.cover(sum(num_rows(p) for p in paths if p not in seen))
+        seen.update(paths)
+        return as_frame(rows_of(self.session, inp, self.schemas[idx], paths, end if straddle else None,
+                                idx in self.changelog))
 
-    def replay(self, node: Any, old: bool = False) -> DataFrame:
+    def history_read(self) -> str | None:
+        """What the step read of the inputs' history: ``a 2 of 40 slice(s)`` per input (None: nothing)."""
+        if not self._read:
+            return None
+        parts = []
+        for idx in sorted(self._read):
+            inp = self.inputs[idx]
+            total = len(history_paths(inp, self.ends[inp.alias])[0])
+            parts.append(f"{inp.alias} {len(self._read[idx])} of {total} slice(s)")
+        return ", ".join(parts)
+
+    def replay(self, node: Any, old: bool = False, bounds: Mapping[Path, Sequence[KeyBound]] | None = None
+               ) -> DataFrame:
         """The rows of a plan node over the inputs' whole history (for rebuilds and recomputed groups or keys),
-        as of this step's end or, with ``old``, the previous step's."""
+        as of this step's end or, with ``old``, the previous step's; ``bounds``: per leaf, ranges its rows are
+        needed within."""
         leaves: dict[Path, DataFrame] = {}
 
         def walk(n: Any, path: Path) -> None:
             idx = self.cat.input_index(n)
             if idx is not None:
-                leaves[path] = self.history(idx, old)
+                leaves[path] = self.history(idx, old, (bounds or {}).get(path, ()))
                 return
             for i, c in enumerate(self.cat.items(n.children())):
                 walk(c, path + (i,))
@@ -176,7 +193,8 @@ def initial_states(step: Step, op: Op) -> DataFrame:
 def _recomputed(step: Step, op: Op, groups: DataFrame, old: bool = False) -> DataFrame:
     """The states of some groups from their rows in the inputs' history (as of the previous step with ``old``)."""
     spec = op.spec
-    rows = _rows(step, op, step.replay(spec.child, old=old).withColumn(WEIGHT, F.lit(1).cast("long")))
+    history = step.replay(spec.child, old=old, bounds=key_ranges.own(step, spec.child, spec.grouping))
+    rows = _rows(step, op, history.withColumn(WEIGHT, F.lit(1).cast("long")))
     return aggregate.initial(spec, aggregate.changes(spec, _restrict(rows, groups, spec.keys)))
 
 

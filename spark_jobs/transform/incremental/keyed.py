@@ -11,7 +11,9 @@ the parts add up to the whole change) and for each changed child either
   inputs' history (once when the change only adds rows: then the rows after are the rows before plus the added
   ones); the output change is the difference of the operator over the two.
 So a join of a growing input with a lookup table costs the new rows plus the lookup table, and a window or an
-aggregate costs the history of the keys the new rows touch, not the whole history.
+aggregate costs the history of the keys the new rows touch, not the whole history. Where a key is an input column,
+that history is read only from the slices whose range of it meets the new slices' (:mod:`.key_ranges`): a join of
+two inputs that grow with an id reads each side's newest slices, not their history.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pyspark.sql import functions as F
 
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.frames import COUNT, evaluate, expand, project
+from spark_jobs.transform.incremental.key_ranges import KeySource, bounds, sources
 from spark_jobs.transform.incremental.plan import Unsupported
 
 if TYPE_CHECKING:  # the step and its operators live in the package, which imports this module
@@ -44,12 +47,14 @@ _JOIN_LINEARITY = {
 @dataclass(frozen=True)
 class KeyedSpec:
     """``keys[i]``: the key expressions over child ``i``'s output (one list per child, of equal length);
-    ``linear[i]``: whether the operator is linear in child ``i``."""
+    ``linear[i]``: whether the operator is linear in child ``i``; ``sources[i]``: which of child ``i``'s keys are
+    input columns (:mod:`.key_ranges`: their ranges in the new slices bound the history slices to read)."""
 
     operator: str
     keys: tuple[tuple[Any, ...], ...]
     linear: tuple[bool, ...]
     detail: str
+    sources: tuple[tuple[KeySource | None, ...], ...] = ()
 
 
 def _unalias(cat: Catalyst, e: Any) -> Any:
@@ -63,18 +68,21 @@ def analyze_window(cat: Catalyst, node: Any, why: Unsupported | None = None) -> 
     if not keys:
         raise Unsupported(name, "a window without PARTITION BY: any new row can change every output row")
     what = "window functions" if name == "Window" else "a per-partition row limit"
+    src = sources(cat, node, (keys,))
     return KeyedSpec(name, (keys,), (False,),
                      f"{what} over {len(keys)} partition key(s): the partitions the new rows touch are recomputed "
-                     "from their history" + (f" (no running state: {why.reason})" if why is not None else ""))
+                     "from their history" + (f" (no running state: {why.reason})" if why is not None else "")
+                     + _ranged(src), src)
 
 
 def analyze_aggregate(cat: Catalyst, node: Any, why: Unsupported) -> KeyedSpec:
     keys = tuple(_unalias(cat, g) for g in cat.items(node.groupingExpressions()))
     if not keys:
         raise why  # a global aggregate: every change touches the one group, the full path is as good
+    src = sources(cat, node, (keys,))
     return KeyedSpec("Aggregate", (keys,), (False,),
                      f"{why.reason.rstrip('.')}: the groups ({len(keys)} key(s)) the new rows touch are recomputed "
-                     "from their history")
+                     "from their history" + _ranged(src), src)
 
 
 def analyze_join(cat: Catalyst, node: Any) -> KeyedSpec:
@@ -99,7 +107,19 @@ def analyze_join(cat: Catalyst, node: Any) -> KeyedSpec:
              (False, True): "new right rows are joined with the left side; left-side changes recompute the keys "
                             "they touch",
              (False, False): "changes on either side recompute the keys they touch"}[linear]
-    return KeyedSpec("Join", keys, linear, f"{kind} join on {len(keys[0])} key(s): {sides}")
+    src = sources(cat, node, keys)
+    return KeyedSpec("Join", keys, linear, f"{kind} join on {len(keys[0])} key(s): {sides}" + _ranged(src), src)
+
+
+def _ranged(found: tuple[tuple[KeySource | None, ...], ...]) -> str:
+    """The explain text's note on the keys whose ranges bound the history read (:mod:`.key_ranges`)."""
+    if len(found) == 2:  # a join: a key bounds the other side when it is an input column on both sides
+        named = [f"{a.column}/{b.column}" for a, b in zip(*found) if a is not None and b is not None]
+    else:
+        named = [s.column for s in found[0] if s is not None]
+    if not named:
+        return ""
+    return f"; history slices read by the range of {', '.join(named)} in the new slices"
 
 
 def _with_keys(cat: Catalyst, df: DataFrame, attrs: Sequence[Any], keys: Sequence[Any]) -> DataFrame:
@@ -144,31 +164,42 @@ def step(step: "Step", op: "Op", changes: dict) -> "Delta":
         if d.empty:
             continue
 
-        def rows(j: int) -> DataFrame:  # children before i are at their new rows, after i at their old rows
-            return step.replay(op.children[j].node, old=j > i and not deltas[j].empty)
+        def rows(j: int, old: bool) -> DataFrame:  # the rows of child j that can meet child i's changed keys
+            return step.replay(op.children[j].node, old=old, bounds=_bounds(step, spec, i, j))
+
+        # children before i are at their new rows, after i at their old rows
+        def other(j: int) -> DataFrame:
+            return rows(j, old=j > i and not deltas[j].empty)
 
         if spec.linear[i]:
-            others = {(j,): rows(j) for j in range(len(deltas)) if j != i}
+            others = {(j,): other(j) for j in range(len(deltas)) if j != i}
             pos.append(evaluate(cat, op.node, {**others, (i,): d.pos}))
             neg.append(evaluate(cat, op.node, {**others, (i,): d.neg}))
             continue
         wanted = touched_keys(cat, d, attrs[i], spec.keys[i]).persist()
         step.hold(wanted)
-        others = {(j,): restrict(cat, rows(j), attrs[j], spec.keys[j], wanted)
+        others = {(j,): restrict(cat, other(j), attrs[j], spec.keys[j], wanted)
                   for j in range(len(deltas)) if j != i}
-        before = restrict(cat, step.replay(op.children[i].node, old=True), attrs[i], spec.keys[i], wanted)
+        before = restrict(cat, rows(i, old=True), attrs[i], spec.keys[i], wanted)
         if d.gains_only:  # the touched keys' new rows are their old rows plus the gained ones: one history read
             before = before.persist()
             step.hold(before)
             after = before.unionByName(expand(d.pos))
         else:
-            after = restrict(cat, step.replay(op.children[i].node), attrs[i], spec.keys[i], wanted)
+            after = restrict(cat, rows(i, old=False), attrs[i], spec.keys[i], wanted)
         pos.append(evaluate(cat, op.node, {**others, (i,): after}))
         neg.append(evaluate(cat, op.node, {**others, (i,): before}))
     if not pos:
         nothing = empty(step.session, cat.items(op.node.output()))
         return Delta(nothing, nothing, empty=True)
     return Delta(union_frames(pos), union_frames(neg))
+
+
+def _bounds(step: "Step", spec: KeyedSpec, changed: int, read: int) -> dict:
+    """Per leaf of child ``read``, the key ranges of child ``changed``'s new rows its rows are needed within."""
+    if not spec.sources:
+        return {}
+    return bounds(step, spec.sources[changed], spec.sources[read])
 
 
 def union_frames(frames: list[DataFrame]) -> DataFrame:

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental import key_ranges
 from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
 from spark_jobs.transform.incremental.state import same_keys
@@ -241,14 +242,15 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
     parts = [extended]
     if seen["__odf_rows"]:  # late rows or removals: those partitions are recomputed from their history
         node = op.children[0].node
-        before = keyed.restrict(cat, step.replay(node, old=True), attrs, spec.partition, late)
+        ranged = key_ranges.own(step, node, spec.partition)
+        before = keyed.restrict(cat, step.replay(node, old=True, bounds=ranged), attrs, spec.partition, late)
         if d.gains_only:
             before = before.persist()
             step.hold(before)
             mine_new = keyed.restrict(cat, gained.select(*row_cols), attrs, spec.partition, late)
             after = before.unionByName(mine_new)
         else:
-            after = keyed.restrict(cat, step.replay(node), attrs, spec.partition, late)
+            after = keyed.restrict(cat, step.replay(node, bounds=ranged), attrs, spec.partition, late)
         after = after.persist()
         step.hold(after)
         pos.append(evaluate(cat, op.node, {(0,): after}))

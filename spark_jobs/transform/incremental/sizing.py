@@ -4,7 +4,7 @@ An incremental step is many small queries over small frames (the new rows, the c
 Adaptive execution runs each shuffle stage of each of them as its own job and re-plans between stages: on a
 10k-group GROUP BY that is ~15 jobs and seconds of driver time per step, more than the data costs. A step knows
 beforehand how many rows its shuffles can see at most (new rows, the state's rows and, when an operator may read
-the inputs' history, the history's rows, all from footers), so it plans its shuffles itself: adaptive execution off
+the inputs' history, the rows of the history slices it reads, all from footers), so it plans its shuffles itself: adaptive execution off
 and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core, except that a step of at most
 :data:`SMALL_STEP_ROWS` rows runs its shuffles in one partition (two tasks per stage for a few thousand rows cost
 more than they share: ~0.1 s of a 10k-group GROUP BY step's ~0.4 s of Spark jobs). A history counts from the
@@ -84,11 +84,6 @@ class StepSizing:
 
 def new_rows(inputs: Sequence[QueryInput]) -> int:
     return sum(iv.end - iv.start + 1 for iv in (i.request.offset_interval for i in inputs) if iv is not None)
-
-
-def history_size(inp: QueryInput) -> int:
-    """Rows in an input's slices up to its new end (what reading its history can shuffle)."""
-    return sum(num_rows(p) for p in (inp.history or inp.request.data_paths or ()))
 
 
 def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: str | None) -> StepSizing:
