@@ -185,6 +185,7 @@ class Run:
     plan_class: str | None
     timings_ms: dict[str, float]
     state_rows: int | None = None  # rows of operator state in the checkpoint (incremental path)
+    history: str | None = None  # what an incremental step read of the inputs' history
 
 
 @dataclass
@@ -193,21 +194,30 @@ class Ctx:
     tmp: Path
     engine: LocalEngine
     ws: Workspace
-    roots: dict[int, Root] = field(default_factory=dict)
+    roots: dict[tuple[int, bool], Root] = field(default_factory=dict)
+    lookup_root: Root | None = None
 
     @property
     def spark(self):
         return self.engine.session()
 
-    def root(self, rows: int) -> Root:
-        """A root with ``rows`` rows of history in ``sizes.slices`` slices (built once)."""
-        if rows not in self.roots:
-            root = make_root(self.ws, f"root-{rows}", self.tmp)
+    def root(self, rows: int, twin: bool = False) -> Root:
+        """A root with ``rows`` rows of history in ``sizes.slices`` slices (built once); ``twin``: another root with
+        the same ids in the same slices (other values)."""
+        if (rows, twin) not in self.roots:
+            root = make_root(self.ws, f"{'twin' if twin else 'root'}-{rows}", self.tmp)
             per = rows // self.sizes.slices
             for k in range(self.sizes.slices):
-                root.add(per if k < self.sizes.slices - 1 else rows - per * k, seed=rows + k)
-            self.roots[rows] = root
-        return self.roots[rows]
+                root.add(per if k < self.sizes.slices - 1 else rows - per * k, seed=rows + k + (7 if twin else 0))
+            self.roots[(rows, twin)] = root
+        return self.roots[(rows, twin)]
+
+    def lookup(self) -> Root:
+        """A 1k-row lookup table (built once)."""
+        if self.lookup_root is None:
+            self.lookup_root = make_root(self.ws, "lookup", self.tmp)
+            self.lookup_root.add(1_000, seed=5)
+        return self.lookup_root
 
     def run(self, name: str, *, engine: LocalEngine | SubmitEngine | None = None) -> Run:
         timer, out = StepTimer(), []
@@ -223,8 +233,9 @@ class Ctx:
         for key in ("total", "plan", "execute"):
             if key in timings:
                 steps[f"engine_{key}"] = timings[key] / 1000
-        return Run(t, steps, res.num_records, res.plan_class, timings,
-                   response.diagnostics.state_rows if response.diagnostics else None)
+        d = response.diagnostics
+        return Run(t, steps, res.num_records, res.plan_class, timings, d.state_rows if d else None,
+                   d.history if d else None)
 
 
 def median_run(runs: list[Run]) -> Run:
@@ -414,16 +425,20 @@ def _reduced(ws: Workspace, name: str, key: str) -> dict:
     return live
 
 
-def warm_up_tiny(ctx: Ctx, tiny: Root, name: str, seed: int) -> None:
+def warm_up_tiny(ctx: Ctx, tiny: Root, name: str, seed: int, also: Root | None = None) -> None:
     """The tiny derivative's first step and a few more, unmeasured: the fixed cost is measured next to each step."""
     ctx.run(name)
-    alternate([tiny_step(ctx, tiny, name, seed, [])], ctx.sizes.tiny_reps)
+    alternate([tiny_step(ctx, tiny, name, seed, [], also)], ctx.sizes.tiny_reps)
 
 
-def tiny_step(ctx: Ctx, tiny: Root, name: str, seed: int, into: list[Run]) -> Callable[[], float]:
-    """A trial: one step of a few new rows on the tiny history (the fixed cost), appended to ``into``."""
+def tiny_step(ctx: Ctx, tiny: Root, name: str, seed: int, into: list[Run], also: Root | None = None
+              ) -> Callable[[], float]:
+    """A trial: one step of a few new rows on the tiny history (and on ``also``, a second input) (the fixed cost),
+    appended to ``into``."""
     def trial() -> float:
         tiny.add(ctx.sizes.tiny_rows, seed=seed + len(into))
+        if also is not None:
+            also.add(ctx.sizes.tiny_rows, seed=seed + 7 + len(into))
         into.append(ctx.run(name))
         return into[-1].seconds
 
@@ -529,6 +544,8 @@ TUMBLING_SQL = ("select window.end as event_time, count(*) as n, sum(id) as tota
                 "group by window(event_time, '1 minute')")
 JOIN_SQL = ("select s.event_time, s.id, s.value, l.category as label from src s join lookup l "
             "on s.id % 1000 = l.id")
+GROWING_JOIN_SQL = ("select s.event_time, s.id, s.value, o.value as other_value, o.category as other_category "
+                    "from src s join other o on s.id = o.id")
 
 
 def _reduced_rows(ws: Workspace, name: str) -> list[tuple]:
@@ -547,103 +564,156 @@ def _reduced_rows(ws: Workspace, name: str) -> list[tuple]:
     return sorted(row for row, n in live.items() for _ in range(n))
 
 
-def bench_keyed(ctx: Ctx) -> str:
-    """A running window (spark_jobs.transform.incremental.running), a lookup join (.keyed) and tumbling windows
-    (.aggregate): a step vs a batch query, on each history size; the targets apply on the largest, as for GROUP BY."""
+@dataclass(frozen=True)
+class KeyedQuery:
+    label: str
+    query: str
+    inputs: tuple[str, ...]  # src: the measured root; lookup: a 1k-row table; other: a root growing with src
+    state: str  # what the step keeps (the notes)
+
+
+def _keyed_runs(ctx: Ctx, q: int, spec: KeyedQuery, results: list[Result], notes: list[str]) -> None:
+    """One query: its first step, warm-up steps, then steps alternating with the tiny step (the fixed cost) and the
+    batch query, on each history size; the reduced output is checked against the batch result."""
     sz = ctx.sizes
-    lookup = make_root(ctx.ws, "lookup", ctx.tmp)
-    lookup.add(1_000, seed=5)
-    results, notes = [], []
-    for q, (label, query, inputs, state) in enumerate((
-            ("window (running sum per key, 100k keys)", WINDOW_SQL, ("src",),
-             "the running state: one row per key (last event time, row count, running sum)"),
-            ("lookup join (1k-row lookup table)", JOIN_SQL, ("src", "lookup"),
-             "no operator state: the changed rows are joined with the lookup table; the output state is not kept"),
-            ("event-time windows (1-minute tumbling GROUP BY)", TUMBLING_SQL, ("src",),
-             "state per open window: windows that end at or before the input's watermark leave the state"))):
-        def derivative(name: str, refs: dict[str, str]) -> str:
-            ctx.ws.create(DatasetSnapshot(name=name, kind=DatasetKind.DERIVATIVE, metadata=(SetTransform(
-                inputs=tuple(TransformInput(dataset_ref=refs[a], alias=a) for a in inputs),
-                transform=TransformSql(engine="spark", query=query)),)))
-            return name
+    lookup = ctx.lookup()
 
-        # the fixed cost of this query's path: the same derivative over a tiny history (subtracted below)
-        tiny = make_root(ctx.ws, f"keyed-{q}-tiny", ctx.tmp)
-        tiny.add(sz.tiny_rows, seed=11)
-        tiny_name = derivative(f"keyed-{q}-tiny-d", {"src": str(tiny.handle.name), "lookup": str(lookup.handle.name)})
-        warm_up_tiny(ctx, tiny, tiny_name, seed=12)
-        net: dict[int, float] = {}
-        for rows, reps in sz.aggregate_reps.items():
-            root = ctx.root(rows)
-            name = derivative(f"keyed-{q}-{rows}", {"src": str(root.handle.name), "lookup": str(lookup.handle.name)})
-            fixed: list[Run] = []
-            first = ctx.run(name)
-            for k in range(sz.warm_steps):  # unmeasured (JIT warm-up of a 10k-row step)
-                root.add(sz.new_rows, seed=2990 + k)
-                ctx.run(name)
-            runs: list[Run] = []
-            batch: list[float] = []
-            expected: list = []
+    def derivative(name: str, refs: dict[str, str]) -> str:
+        ctx.ws.create(DatasetSnapshot(name=name, kind=DatasetKind.DERIVATIVE, metadata=(SetTransform(
+            inputs=tuple(TransformInput(dataset_ref=refs[a], alias=a) for a in spec.inputs),
+            transform=TransformSql(engine="spark", query=spec.query)),)))
+        return name
 
-            def incremental() -> float:
-                root.add(sz.new_rows, seed=3000 + len(runs))
-                runs.append(ctx.run(name))
-                return runs[-1].seconds
+    # the fixed cost of this query's path: the same derivative over a tiny history (subtracted below)
+    tiny = make_root(ctx.ws, f"keyed-{q}-tiny", ctx.tmp)
+    tiny.add(sz.tiny_rows, seed=11)
+    tiny_other = None
+    if "other" in spec.inputs:
+        tiny_other = make_root(ctx.ws, f"keyed-{q}-tiny-other", ctx.tmp)
+        tiny_other.add(sz.tiny_rows, seed=13)
+    tiny_name = derivative(f"keyed-{q}-tiny-d", {"src": str(tiny.handle.name), "lookup": str(lookup.handle.name),
+                                                 "other": str(tiny_other.handle.name) if tiny_other else ""})
+    warm_up_tiny(ctx, tiny, tiny_name, seed=12, also=tiny_other)
+    net: dict[int, float] = {}
+    for rows, reps in sz.aggregate_reps.items():
+        root = ctx.root(rows)
+        other = ctx.root(rows, twin=True) if tiny_other is not None else None
+        name = derivative(f"keyed-{q}-{rows}", {"src": str(root.handle.name), "lookup": str(lookup.handle.name),
+                                                "other": str(other.handle.name) if other else ""})
+        fixed: list[Run] = []
+        first = ctx.run(name)
 
-            def plain_batch() -> float:
-                ctx.spark.read.parquet(*lookup.slice_paths()).createOrReplaceTempView("lookup")
-                t, out = batch_query(ctx, root, query)
-                expected[:] = out
-                batch.append(t)
-                return t
+        def add(seed: int) -> None:
+            root.add(sz.new_rows, seed=seed)
+            if other is not None:  # the same new ids on the other side
+                other.add(sz.new_rows, seed=seed + 7)
 
-            alternate([incremental, tiny_step(ctx, tiny, tiny_name, 500 + 100 * len(net), fixed), plain_batch], reps)
-            fixed_s = median(r.seconds for r in fixed)
-            got = _reduced_rows(ctx.ws, name)
-            want = sorted(tuple(r.values()) for r in expected)
-            if got != want:
-                raise RuntimeError(f"{name}: the incremental output differs from the batch query "
-                                   f"({len(got)} vs {len(want)} rows)")
-            step_s, batch_s = median(r.seconds for r in runs), median(batch)
-            net[rows] = paired_net(runs, fixed)
-            target = 0.2 if rows == max(sz.aggregate_reps) else None
-            results.append(Result(f"{label}, {sz.new_rows:,} new rows on {_millions(rows)} rows", step_s, batch_s,
-                                  "s", None, "plain Spark batch query over all rows", lower_is_better=True))
-            results.append(Result(f"the same, fixed cost ({fixed_s:.2f} s) subtracted", net[rows], batch_s, "s",
-                                  target, "plain Spark batch query over all rows", lower_is_better=True))
-            checkpoint_kb = ctx.ws.get(name).state().last_checkpoint.size / 1e3
-            held = f"{runs[-1].state_rows} state row(s); {state}" if runs[-1].state_rows is not None else state
-            notes.append(f"{label}, {_millions(rows)}: " + (f"`{query}`; " if len(net) == 1 else "")
-                         + f"first transaction (rebuild) {first.seconds:.1f} s; incremental runs "
-                         f"{', '.join(f'{r.seconds:.2f}' for r in runs)} s; fixed cost runs "
-                         f"{', '.join(f'{r.seconds:.2f}' for r in fixed)} s; batch "
-                         f"{', '.join(f'{t:.1f}' for t in batch)} s; checkpoint {checkpoint_kb:.1f} KB ({held}), "
-                         f"written in {median(r.timings_ms.get('checkpoint', float('nan')) for r in runs):.0f} ms "
-                         "(median).")
-            print(results[-1].line(), flush=True)
-        small, big = min(net), max(net)
-        if big != small and net[small] > 0:  # a zero net on the smaller history leaves no ratio to report
-            results.append(Result(f"{label}: the step on {_millions(big)} vs on {_millions(small)} rows of history, "
-                                  "fixed cost subtracted", net[big], net[small], "s", None,
-                                  f"the same step on {_millions(small)}", lower_is_better=True))
+        for k in range(sz.warm_steps):  # unmeasured (JIT warm-up of a 10k-row step)
+            add(2990 + k)
+            ctx.run(name)
+        runs: list[Run] = []
+        batch: list[float] = []
+        expected: list = []
+
+        def incremental() -> float:
+            add(3000 + len(runs))
+            runs.append(ctx.run(name))
+            return runs[-1].seconds
+
+        def plain_batch() -> float:
+            ctx.spark.read.parquet(*lookup.slice_paths()).createOrReplaceTempView("lookup")
+            if other is not None:
+                ctx.spark.read.parquet(*other.slice_paths()).createOrReplaceTempView("other")
+            t, out = batch_query(ctx, root, spec.query)
+            expected[:] = out
+            batch.append(t)
+            return t
+
+        alternate([incremental, tiny_step(ctx, tiny, tiny_name, 500 + 100 * len(net), fixed, also=tiny_other),
+                   plain_batch], reps)
+        fixed_s = median(r.seconds for r in fixed)
+        got = _reduced_rows(ctx.ws, name)
+        want = sorted(tuple(r.values()) for r in expected)
+        if got != want:
+            raise RuntimeError(f"{name}: the incremental output differs from the batch query "
+                               f"({len(got)} vs {len(want)} rows)")
+        step_s, batch_s = median(r.seconds for r in runs), median(batch)
+        net[rows] = paired_net(runs, fixed)
+        target = 0.2 if rows == max(sz.aggregate_reps) else None
+        results.append(Result(f"{spec.label}, {sz.new_rows:,} new rows on {_millions(rows)} rows", step_s, batch_s,
+                              "s", None, "plain Spark batch query over all rows", lower_is_better=True))
+        results.append(Result(f"the same, fixed cost ({fixed_s:.2f} s) subtracted", net[rows], batch_s, "s",
+                              target, "plain Spark batch query over all rows", lower_is_better=True))
+        checkpoint_kb = ctx.ws.get(name).state().last_checkpoint.size / 1e3
+        held = f"{runs[-1].state_rows} state row(s); {spec.state}" if runs[-1].state_rows is not None else spec.state
+        read = f"; history read per step: {runs[-1].history}" if runs[-1].history else ""
+        notes.append(f"{spec.label}, {_millions(rows)}: " + (f"`{spec.query}`; " if len(net) == 1 else "")
+                     + f"first transaction (rebuild) {first.seconds:.1f} s; incremental runs "
+                     f"{', '.join(f'{r.seconds:.2f}' for r in runs)} s; fixed cost runs "
+                     f"{', '.join(f'{r.seconds:.2f}' for r in fixed)} s; batch "
+                     f"{', '.join(f'{t:.1f}' for t in batch)} s; checkpoint {checkpoint_kb:.1f} KB ({held}), "
+                     f"written in {median(r.timings_ms.get('checkpoint', float('nan')) for r in runs):.0f} ms "
+                     f"(median){read}.")
+        print(results[-1].line(), flush=True)
+    small, big = min(net), max(net)
+    if big != small and net[small] > 0:  # a zero net on the smaller history leaves no ratio to report
+        results.append(Result(f"{spec.label}: the step on {_millions(big)} vs on {_millions(small)} rows of history, "
+                              "fixed cost subtracted", net[big], net[small], "s", None,
+                              f"the same step on {_millions(small)}", lower_is_better=True))
+
+
+def _keyed_text(ctx: Ctx, what: str, results: list[Result], notes: list[str]) -> str:
+    sz = ctx.sizes
     reps_text = ", ".join(f"{r} runs on {_millions(n)}" for n, r in sz.aggregate_reps.items())
     return "\n".join([
         f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
-        "Each incremental transaction follows a new slice of consecutive ids; the window step extends the running "
-        "state of the partitions (id % 100000) the new rows touch (their rows come after the partition's last "
-        "event time), the join step joins the new rows with the lookup table, the tumbling-window step updates the "
-        "open windows' state (each slice spans ~100 s of event time, the input's watermark is its latest event time; "
-        "closed windows leave the state) (docs/transforms.md). The reduced output is checked against the batch "
-        f"result (exact). Medians ({reps_text}, after {sz.warm_steps} unmeasured steps), alternating with the batch "
-        f"query; the fixed cost is the same query's step on a {sz.tiny_rows}-row history, run right after each "
-        "measured step (the net is the median of the per-repetition differences). The targets apply on the "
-        f"largest history ({_millions(max(sz.aggregate_reps))} rows + {sz.new_rows:,} new rows, the GROUP BY's "
-        "setting); the smaller history is reported for comparison.",
+        f"{what} The reduced output is checked against the batch result (exact). Medians ({reps_text}, after "
+        f"{sz.warm_steps} unmeasured steps), alternating with the batch query; the fixed cost is the same query's "
+        f"step on a {sz.tiny_rows}-row history, run right after each measured step (the net is the median of the "
+        "per-repetition differences). The targets apply on the largest history "
+        f"({_millions(max(sz.aggregate_reps))} rows + {sz.new_rows:,} new rows, the GROUP BY's setting); the smaller "
+        "history is reported for comparison.",
         "",
         render_results(results),
         "",
         *[f"- {n}" for n in notes],
     ])
+
+
+def bench_keyed(ctx: Ctx) -> str:
+    """A running window (spark_jobs.transform.incremental.running), a lookup join (.keyed) and tumbling windows
+    (.aggregate): a step vs a batch query, on each history size; the targets apply on the largest, as for GROUP BY."""
+    results: list[Result] = []
+    notes: list[str] = []
+    for q, spec in enumerate((
+            KeyedQuery("window (running sum per key, 100k keys)", WINDOW_SQL, ("src",),
+                       "the running state: one row per key (last event time, row count, running sum)"),
+            KeyedQuery("lookup join (1k-row lookup table)", JOIN_SQL, ("src", "lookup"),
+                       "no operator state: the changed rows are joined with the lookup table; the output state is "
+                       "not kept"),
+            KeyedQuery("event-time windows (1-minute tumbling GROUP BY)", TUMBLING_SQL, ("src",),
+                       "state per open window: windows that end at or before the input's watermark leave the "
+                       "state"))):
+        _keyed_runs(ctx, q, spec, results, notes)
+    return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids; the window step "
+                       "extends the running state of the partitions (id % 100000) the new rows touch (their rows "
+                       "come after the partition's last event time), the join step joins the new rows with the "
+                       "lookup table, the tumbling-window step updates the open windows' state (each slice spans "
+                       "~100 s of event time, the input's watermark is its latest event time; closed windows leave "
+                       "the state) (docs/transforms.md).", results, notes)
+
+
+def bench_join(ctx: Ctx) -> str:
+    """An equi-join of two inputs that both grow (.keyed, .key_ranges): a step vs a batch query."""
+    results: list[Result] = []
+    notes: list[str] = []
+    _keyed_runs(ctx, 3, KeyedQuery("join of two growing inputs (on the id)", GROWING_JOIN_SQL, ("src", "other"),
+                                   "no operator state: each side's new rows are joined with the other side's history "
+                                   "slices whose id range (footer statistics) meets their ids"), results, notes)
+    return _keyed_text(ctx, "Both inputs hold the same consecutive ids in the same number of slices; each "
+                       "incremental transaction follows a new slice of the next ids on both. A step joins each "
+                       "side's new rows with the other side's rows, read from the history slices whose range of "
+                       "the join key meets the new ids (docs/transforms.md).", results, notes)
 
 
 def bench_fixed_cost(ctx: Ctx) -> str:
@@ -704,6 +774,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_incremental": bench_incremental,
     "bench_fixed_cost": bench_fixed_cost,
     "bench_keyed": bench_keyed,
+    "bench_join": bench_join,
 }
 
 TITLES = {
@@ -712,6 +783,7 @@ TITLES = {
     "bench_incremental": "Incremental GROUP BY: a transaction vs one batch query over everything, vs the history",
     "bench_fixed_cost": "Fixed cost of one transaction",
     "bench_keyed": "Incremental window and join queries: a transaction vs one batch query over everything",
+    "bench_join": "Incremental join of two growing inputs: a transaction vs one batch query over everything",
 }
 
 
