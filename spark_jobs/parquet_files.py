@@ -188,7 +188,9 @@ def column_range(path: str, column: str) -> tuple[int, int] | None:
 @dataclass(frozen=True)
 class ColumnStats:
     """A column's value range in a file, by its footer: ``low``/``high`` are None when it has no non-null value;
-    ``nulls``: whether it has a NULL. Values are ints (integers; timestamps as microseconds) or dates."""
+    ``nulls``: whether it has a NULL. Values are ints (integers; timestamps as microseconds), dates or strings
+    (parquet orders strings by their UTF-8 bytes, which is the order of their code points, Python's order; a
+    writer that truncates a string statistic keeps it a bound, as the format requires)."""
 
     low: Any
     high: Any
@@ -209,14 +211,15 @@ def _stat_value(v: Any) -> Any:
     if isinstance(v, datetime.datetime):  # pyarrow gives aware (UTC-adjusted) or naive (local-less) datetimes
         epoch = datetime.datetime(1970, 1, 1, tzinfo=v.tzinfo)
         return (v - epoch) // datetime.timedelta(microseconds=1)
-    if isinstance(v, (int, datetime.date)) and not isinstance(v, bool):
+    if isinstance(v, (int, datetime.date, str)) and not isinstance(v, bool):
         return v
     raise TypeError(f"no range for a value of type {type(v).__name__}")
 
 
 def column_stats(path: str, column: str) -> ColumnStats | None:
-    """The range of an integer, date or timestamp top-level column in one parquet file, from its footer's row-group
-    statistics (once per file version); None when a row group has none or the driver cannot read the file."""
+    """The range of an integer, date, timestamp or string top-level column in one parquet file, from its footer's
+    row-group statistics (once per file version); None when a row group has none or the driver cannot read the
+    file."""
     def compute(file: str) -> ColumnStats | None:
         import pyarrow.parquet as pq
 

@@ -315,7 +315,7 @@ def test_a_join_of_two_growing_inputs_reads_the_history_slices_its_keys_reach(sp
     """Two inputs that grow with increasing ids, joined on the id: a step reads, of each side's history, only the
     slices whose id range (their footers) meets the other side's new ids, and says so; the output is the batch
     result and the slices are the full path's bytes. The same holds for a window's partitions (a NULL key too), a
-    recomputed group and a recomputed running partition. A key spread over all slices reads them all."""
+    recomputed group and a recomputed running partition, and for string keys. A computed key reads all slices."""
     def ids(start: int, n: int, minute: int, k: str) -> list[Event]:
         return [Event(OP_APPEND, minutes(minute + i), (k, start + i)) for i in range(n)]
 
@@ -373,8 +373,15 @@ def test_a_join_of_two_growing_inputs_reads_the_history_slices_its_keys_reach(sp
         assert [r.diagnostics.get("history") for r in parts.result.responses] == [None, None, "a 2 of 3 slice(s)"]
         for x, y in zip(parts.result.slices, whole.result.slices, strict=True):
             assert x.equals(y), (kind, x.to_pylist(), y.to_pylist())
-    # a key whose values are in every slice (k: strings have no range here) reads every slice it may need
-    spread = sql("SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON a.k = b.k")
+    # strings have ranges too: k is p in the first two slices, q in the last two (a's step 3 retracts a p row)
+    by_name = sql("SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON a.k = b.k")
+    named = _run(spark, tmp_path / "named", by_name, inputs, split)
+    assert [r.diagnostics.get("history") for r in named.result.responses][1:] == [
+        "a 2 of 2 slice(s), b 1 of 2 slice(s)", "a 1 of 3 slice(s), b 2 of 3 slice(s)",
+        "a 2 of 4 slice(s), b 1 of 4 slice(s)"]
+    assert reduce_output(named.result.rows()) == batch_reference(spark, by_name, inputs)
+    # a computed key has no range in the footers: every slice it may need is read
+    spread = sql("SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON lower(a.k) = lower(b.k)")
     wide = _run(spark, tmp_path / "wide", spread, inputs, split)
     assert [r.diagnostics.get("history") for r in wide.result.responses][1:] == [
         f"a {n} of {n} slice(s), b {n - 1} of {n} slice(s)" for n in (2, 3, 4)]

@@ -80,7 +80,8 @@ def test_key_ranges_leave_out_the_slices_that_cannot_hold_a_wanted_key(tmp_path)
     NULLs; a slice without statistics, or with a column that has no range (a string), is always read."""
     def keyed(name: str, ids: list, when: list, statistics: bool = True) -> str:
         table = pa.table({"offset": pa.array(range(len(ids)), pa.int64()), "id": pa.array(ids, pa.int32()),
-                          "at": pa.array(when, TS), "name": pa.array([str(i) for i in ids], pa.string())})
+                          "at": pa.array(when, TS), "name": pa.array([None if i is None else str(i) for i in ids], pa.string()),
+                          "raw": pa.array([b"x"] * len(ids), pa.binary())})
         pq.write_table(table, tmp_path / name, write_statistics=statistics)
         return str(tmp_path / name)
 
@@ -92,17 +93,23 @@ def test_key_ranges_leave_out_the_slices_that_cannot_hold_a_wanted_key(tmp_path)
     new = keyed("new.parquet", [7, 9], [T0 + 3 * minute, T0 + 4 * minute])
     paths = [old, mid, nulls, bare, new]
 
+    def names(found: list[str]) -> list[str]:
+        return [p.rsplit("/", 1)[1] for p in found]
+
     def wanted(column: str, *files: str) -> list[str]:
         found = merged_stats(files, column)
         assert found is not None
-        return [p.rsplit("/", 1)[1] for p in overlapping(paths, [KeyBound(column, found)])]
+        return names(overlapping(paths, [KeyBound(column, found)]))
 
     assert wanted("id", new) == ["bare.parquet", "new.parquet"]  # 7..9: only the slice that holds them
     assert wanted("id", mid) == ["mid.parquet", "nulls.parquet", "bare.parquet"]  # 6 and NULL
     assert wanted("id", nulls) == ["mid.parquet", "nulls.parquet", "bare.parquet"]  # NULL only
     assert wanted("id", old, new) == ["old.parquet", "mid.parquet", "bare.parquet", "new.parquet"]  # 1..9
     assert wanted("at", old) == ["old.parquet", "bare.parquet"]  # timestamps compare as instants
-    assert overlapping(paths, [KeyBound("name", ColumnStats("7", "9", False))]) == paths  # no range: all read
+    # strings compare as text ("1" <= "10" <= "5"); a column without a range (binary) leaves nothing out
+    assert names(overlapping(paths, [KeyBound("name", ColumnStats("10", "10", False))])) == ["old.parquet",
+                                                                                             "bare.parquet"]
+    assert overlapping(paths, [KeyBound("raw", ColumnStats(b"1", b"9", False))]) == paths
     assert column_stats(old, "id") == ColumnStats(1, 5, False) and column_stats(nulls, "id") == ColumnStats(
         None, None, True)
     both = [KeyBound("id", merged_stats([new], "id")), KeyBound("at", merged_stats([old], "at"))]

@@ -3,10 +3,9 @@
 An operator by key (:mod:`.keyed`) reads, from the inputs' history, the rows of the keys a change touches: the other
 side of a join for the changed rows, or a touched partition's or group's rows to recompute it; so do an aggregate
 that recomputes a group (:mod:`.aggregate`: a removed minimum) and a running window that recomputes a partition
-(:mod:`.running`: a late row). When a key is an
-input column as it is (through projections and filters; an integer, date or timestamp), every row of a touched key
-lies within the range of that column in the new slices (their footers' statistics), and so does every row of the
-other side it joins with. The slices whose own range misses it hold none of those rows and are not read: the
+(:mod:`.running`: a late row). When a key is an input column as it is (through projections and filters; an
+integer, date, timestamp or string), every row of a touched key lies within the range of that column in the new
+slices (their footers' statistics), and so does every row of the other side it joins with. The slices whose own range misses it hold none of those rows and are not read: the
 Kartothek spec's partition pruning by per-partition statistics, with ODF's slices as the partitions. Keys that grow
 with time (ids, event times, sequence numbers) thus cost the new slices and the few history slices they reach,
 not the whole history; keys spread over all of history (a category) read what they read before.
@@ -53,6 +52,13 @@ def _attribute(cat: Catalyst, e: Any) -> Any | None:
     return None
 
 
+def _ranged(t: T.DataType) -> bool:
+    """Types whose equality is the equality of the values parquet statistics order (a collated string is not)."""
+    if isinstance(t, T.StringType):
+        return t.collation == "UTF8_BINARY"
+    return isinstance(t, _RANGED)
+
+
 def _width(t: T.DataType) -> int | None:
     for i, kind in enumerate(_INTEGRAL):
         if isinstance(t, kind):
@@ -64,7 +70,7 @@ def trace(cat: Catalyst, child: Any, key: Any) -> KeySource | None:
     """Where a key expression over ``child``'s output comes from, or None (computed, or behind an operator, a
     union or an expand)."""
     attr = _attribute(cat, key)
-    if attr is None or not isinstance(spark_type(attr), _RANGED):
+    if attr is None or not _ranged(spark_type(attr)):
         return None
     wanted = attr.exprId().id()
     node, path = child, ()
