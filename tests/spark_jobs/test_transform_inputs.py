@@ -80,7 +80,8 @@ def test_key_ranges_leave_out_the_slices_that_cannot_hold_a_wanted_key(tmp_path)
     NULLs; a slice without statistics, or with a column that has no range (a string), is always read."""
     def keyed(name: str, ids: list, when: list, statistics: bool = True) -> str:
         table = pa.table({"offset": pa.array(range(len(ids)), pa.int64()), "id": pa.array(ids, pa.int32()),
-                          "at": pa.array(when, TS), "name": pa.array([None if i is None else str(i) for i in ids], pa.string()),
+                          "at": pa.array(when, TS),
+                          "name": pa.array([None if i is None else str(i) for i in ids], pa.string()),
                           "raw": pa.array([b"x"] * len(ids), pa.binary())})
         pq.write_table(table, tmp_path / name, write_statistics=statistics)
         return str(tmp_path / name)

@@ -5,10 +5,11 @@ side of a join for the changed rows, or a touched partition's or group's rows to
 that recomputes a group (:mod:`.aggregate`: a removed minimum) and a running window that recomputes a partition
 (:mod:`.running`: a late row). When a key is an input column as it is (through projections and filters; an
 integer, date, timestamp or string), every row of a touched key lies within the range of that column in the new
-slices (their footers' statistics), and so does every row of the other side it joins with. The slices whose own range misses it hold none of those rows and are not read: the
-Kartothek spec's partition pruning by per-partition statistics, with ODF's slices as the partitions. Keys that grow
-with time (ids, event times, sequence numbers) thus cost the new slices and the few history slices they reach,
-not the whole history; keys spread over all of history (a category) read what they read before.
+slices (their footers' statistics), and so does every row of the other side it joins with. The slices whose own
+range misses it hold none of those rows and are not read: the Kartothek spec's partition pruning by per-partition
+statistics, with ODF's slices as the partitions. Keys that grow with time (ids, event times, sequence numbers) thus
+cost the new slices and the few history slices they reach, not the whole history; keys spread over all of history
+(a category) read what they read before.
 """
 from __future__ import annotations
 

@@ -4,13 +4,13 @@ An incremental step is many small queries over small frames (the new rows, the c
 Adaptive execution runs each shuffle stage of each of them as its own job and re-plans between stages: on a
 10k-group GROUP BY that is ~15 jobs and seconds of driver time per step, more than the data costs. A step knows
 beforehand how many rows its shuffles can see at most (new rows, the state's rows and, when an operator may read
-the inputs' history, the rows of the history slices it reads, all from footers), so it plans its shuffles itself: adaptive execution off
-and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core, except that a step of at most
-:data:`SMALL_STEP_ROWS` rows runs its shuffles in one partition (two tasks per stage for a few thousand rows cost
-more than they share: ~0.1 s of a 10k-group GROUP BY step's ~0.4 s of Spark jobs). A history counts from the
-moment the step reads it (a min/max group to recompute, an operator by key): a step that reads none is planned for
-its new rows and state only. Rebuilds and the full path keep adaptive execution (they read whole histories of
-unknown shape).
+the inputs' history, the rows of the history slices it reads, all from footers), so it plans its shuffles itself:
+adaptive execution off and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core, except
+that a step of at most :data:`SMALL_STEP_ROWS` rows runs its shuffles in one partition (two tasks per stage for a
+few thousand rows cost more than they share: ~0.1 s of a 10k-group GROUP BY step's ~0.4 s of Spark jobs). A history
+counts from the moment the step reads it (a min/max group to recompute, an operator by key): a step that reads
+none is planned for its new rows and state only. Rebuilds and the full path keep adaptive execution (they read
+whole histories of unknown shape).
 
 ``spark.odf.incremental.adaptive=true`` keeps adaptive execution for incremental steps too.
 """
