@@ -103,14 +103,17 @@ VALUES = hst.one_of(hst.none(), hst.integers(-5, 9))
 
 
 @hst.composite
-def changelogs(draw, max_events: int = 16) -> list[Event]:
-    """A valid changelog: appends, and -R / -C+C of rows that are live at that point."""
+def changelogs(draw, max_events: int = 16, growing: bool = False) -> list[Event]:
+    """A valid changelog: appends, and -R / -C+C of rows that are live at that point. ``growing``: the appended x
+    grows with its position, like an id (sometimes NULL), so each slice holds a range of x of its own and key ranges
+    leave slices out; a correction then changes k, so a retraction touches the x of an older slice again."""
     events: list[Event] = []
     live: list[Event] = []
-    for _ in range(draw(hst.integers(1, max_events))):
+    for i in range(draw(hst.integers(1, max_events))):
         kind = draw(hst.sampled_from(["append", "append", "retract", "correct"])) if live else "append"
         if kind == "append":
-            e = Event(OP_APPEND, minutes(draw(hst.integers(0, 90))), (draw(KEYS), draw(VALUES)))
+            x = (None if draw(hst.integers(0, 7)) == 0 else i) if growing else draw(VALUES)
+            e = Event(OP_APPEND, minutes(draw(hst.integers(0, 90))), (draw(KEYS), x))
             events.append(e)
             live.append(e)
             continue
@@ -118,7 +121,8 @@ def changelogs(draw, max_events: int = 16) -> list[Event]:
         if kind == "retract":
             events.append(Event(R, victim.event_time, victim.data))
         else:
-            new = Event(OP_CORRECT_TO, victim.event_time, (victim.data[0], draw(VALUES)))
+            data = (draw(KEYS), victim.data[1]) if growing else (victim.data[0], draw(VALUES))
+            new = Event(OP_CORRECT_TO, victim.event_time, data)
             events += [Event(OP_CORRECT_FROM, victim.event_time, victim.data), new]
             live.append(Event(OP_APPEND, new.event_time, new.data))
     return events
@@ -262,31 +266,6 @@ def _bits(table: pa.Table) -> list[tuple]:
     return [tuple(bits(v) for v in row.values()) for row in table.to_pylist()]
 
 
-@hst.composite
-def growing_changelogs(draw, max_events: int = 16) -> list[Event]:
-    """A valid changelog whose appended x grows with its position, like an id (sometimes NULL): each slice holds a
-    range of x of its own, so key ranges leave slices out; -R and -C/+C of live rows (a correction changes k, so
-    the retracted row's x, in an older slice's range, is touched again)."""
-    events: list[Event] = []
-    live: list[Event] = []
-    for i in range(draw(hst.integers(1, max_events))):
-        kind = draw(hst.sampled_from(["append", "append", "append", "retract", "correct"])) if live else "append"
-        if kind == "append":
-            x = None if draw(hst.integers(0, 7)) == 0 else i
-            e = Event(OP_APPEND, minutes(draw(hst.integers(0, 90))), (draw(KEYS), x))
-            events.append(e)
-            live.append(e)
-            continue
-        victim = live.pop(draw(hst.integers(0, len(live) - 1)))
-        if kind == "retract":
-            events.append(Event(R, victim.event_time, victim.data))
-        else:
-            new = Event(OP_CORRECT_TO, victim.event_time, (draw(KEYS), victim.data[1]))
-            events += [Event(OP_CORRECT_FROM, victim.event_time, victim.data), new]
-            live.append(Event(OP_APPEND, new.event_time, new.data))
-    return events
-
-
 RANGED = {
     **{name: FAMILIES[name][0] for name in ("join_on_ranges", "left_join_on_ranges", "window_on_ranges")},
     "group_recomputed": sql("SELECT x, min(event_time) AS event_time, count(*) AS n, max(k) AS hk FROM a GROUP BY x"),
@@ -303,7 +282,7 @@ def test_keys_that_grow_with_the_history_give_the_batch_result(spark, tmp_path_f
     """Keys whose ranges prune the history's slices (.key_ranges), with retractions and corrections of rows in older
     slices, for any split: the output reduces to the batch result."""
     transform = RANGED[name]
-    inputs = _inputs(data.draw(growing_changelogs(), "a"), data.draw(growing_changelogs(10), "b"))
+    inputs = _inputs(data.draw(changelogs(growing=True), "a"), data.draw(changelogs(10, growing=True), "b"))
     split = data.draw(splits(inputs), "split")
     coord = _run(spark, tmp_path_factory.mktemp(name), transform, inputs, split)
     paths = [r.diagnostics["path"] for r in coord.result.responses]
