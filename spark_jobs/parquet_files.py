@@ -160,29 +160,12 @@ def num_rows(path: str) -> int:
 
 
 def column_range(path: str, column: str) -> tuple[int, int] | None:
-    """The smallest and largest value of an integer column in one parquet file ((0, -1) when it has no rows), from its
-    footer's row-group statistics; None when a row group has none or the driver cannot read the file."""
-    def compute(file: str) -> tuple[int, int] | None:
-        import pyarrow.parquet as pq
-
-        meta = pq.ParquetFile(file).metadata
-        idx = meta.schema.to_arrow_schema().get_field_index(column)
-        low: int | None = None
-        top = -1
-        for rg in (meta.row_group(i) for i in range(meta.num_row_groups)):
-            if rg.num_rows == 0:
-                continue
-            stats = rg.column(idx).statistics if idx >= 0 else None
-            if stats is None or not stats.has_min_max:
-                return None
-            low = stats.min if low is None else min(low, stats.min)
-            top = max(top, stats.max)
-        return (0 if low is None else low), top
-
-    try:
-        return footer_fact(path, f"range:{column}", compute)
-    except Exception:  # noqa: BLE001 - not on the driver's disk, or an unreadable footer: the caller's general path
+    """The smallest and largest value of an integer column in one parquet file ((0, -1) when it has no value), from
+    its footer's row-group statistics; None when a row group has none or the driver cannot read the file."""
+    found = column_stats(path, column)
+    if found is None:
         return None
+    return (0, -1) if found.low is None else (found.low, found.high)
 
 
 @dataclass(frozen=True)
