@@ -98,7 +98,7 @@ RESPONSES = [
     OdfTransformResponse(response=TransformResponseSuccess(new_offset_interval=None, new_watermark=T0),
                          diagnostics=TransformDiagnostics(plan_class="stateful", reason="Aggregate",
                                                           correction_key=("k",), output_rows=0,
-                                                          slice="per group")),
+                                                          slice="per group", history="a 1 of 4 slice(s)")),
     OdfTransformResponse(response=TransformResponseInvalidQuery(message="no")),
     ValidateQueryResult(value=ValidateQueryResponseSuccess(output_schema=b"s", plan_class="stateless")),
     ValidateQueryResult(value=QueryResponseInvalidQuery(message="bad query")),

@@ -308,3 +308,22 @@ def test_a_failed_engine_run_leaves_no_output_and_a_failed_commit_keeps_the_answ
     kept = sorted(f.rsplit("/", 1)[1] for f in _staged(ws) if "transform-af-run-3" in f)
     assert kept == ["checkpoint.parquet", "output.parquet", "plan.json", "response.fb", "schema-0.parquet"]
     assert run(ws, "e", engine=engine, txn_id="af-run-3").num_records == 2
+
+
+def test_the_transform_log_line_says_how_an_incremental_step_ran(caplog):
+    """What a user reads in the task's log: the path, the state, the shuffle plan, the slice and the history read."""
+    from odf_core.engine.protocol import OdfTransformResponse, OperatorPlan, TransformDiagnostics
+    from odf_core.metadata import TransformResponseSuccess
+    from odf_core.transform.coordinator import _log_diagnostics
+
+    diag = TransformDiagnostics(plan_class="stateful", reason="Join", path="incremental", output_rows=3, state_rows=0,
+                                sizing="1 shuffle partition(s) for up to 20 row(s), adaptive execution off",
+                                slice="netted", history="a 1 of 4 slice(s), b 0 of 4 slice(s)",
+                                operators=(OperatorPlan(depth=0, operator="Join", path="incremental", detail="x"),))
+    with caplog.at_level("INFO", logger="odf.transform"):
+        _log_diagnostics("joined", OdfTransformResponse(response=TransformResponseSuccess(), diagnostics=diag))
+    line = caplog.records[0].getMessage()
+    assert line.startswith("joined: stateful plan (Join is not row-wise), incremental path; 3 output row(s), 0 state "
+                           "row(s) (1 shuffle partition(s)"), line
+    assert line.endswith(", slice netted, history read: a 1 of 4 slice(s), b 0 of 4 slice(s); "), line
+    assert caplog.records[1].getMessage() == "joined:   Join: incremental (x)"
