@@ -82,12 +82,14 @@ def finalize(df: DataFrame, op: Column, order: Sequence[Column], layout: OutputL
 
 
 def write_output(final: DataFrame, request: TransformRequest) -> tuple[OffsetInterval | None, dict[str, int]]:
-    """Write the slice (no file when empty); row counts per op come from an observation of the write."""
+    """Write the slice of :func:`finalize` (no file when empty); row counts per op come from an observation of the
+    write. Its rows are in offset order already (the one sorted partition its offsets were numbered in), so the write
+    sorts nothing again; ``describe_slice`` checks the offsets before anything is committed."""
     op = col(request.vocab.op)
     obs = Observation()
     observed = final.observe(obs, F.count(F.lit(1)).alias("rows"),
                              *[F.sum(F.when(op == k, 1).otherwise(0)).alias(str(k)) for k in range(4)])
-    write_single_parquet(observed, request.new_data_path, sort=[col(request.vocab.offset)])
+    write_single_parquet(observed, request.new_data_path)
     metrics = obs.get
     total = int(metrics["rows"])
     counts = {str(k): int(metrics[str(k)] or 0) for k in range(4) if metrics[str(k)]}

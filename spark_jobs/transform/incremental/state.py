@@ -132,8 +132,11 @@ class StateWriter:
 
         order = [F.col(TABLE), F.col(BUCKET),
                  *[F.col(f.name).asc_nulls_first() for f in fields if orderable(f.dataType)]]
-        write_single_parquet(whole, path, sort=order,
-                             options={"parquet.block.size": str(ROW_GROUP_BYTES)})
+        # state values are mostly distinct per row (keys, sums, extremes): a dictionary would be built for every
+        # column and dropped again; the table and bucket columns keep theirs (long runs of one value)
+        options = {"parquet.block.size": str(ROW_GROUP_BYTES),
+                   **{f"parquet.enable.dictionary#{f.name}": "false" for f in fields}}
+        write_single_parquet(whole, path, sort=order, options=options)
         got = obs.get
         return {name: int(got.get(f"n{s['id']}") or 0) for name, s in specs.items()}
 
