@@ -74,19 +74,15 @@ def timed(fn: Callable[[], object]) -> Callable[[], float]:
     return lambda: seconds(fn)
 
 
-def alternate(trials: Sequence[Callable[[], float]], repetitions: int, *, warmup: bool = False,
-              settle: Callable[[], None] | None = None) -> list[list[float]]:
+def alternate(trials: Sequence[Callable[[], float]], repetitions: int, *, warmup: bool = False) -> list[list[float]]:
     """Run the trials in turn ``repetitions`` times (so load from other processes hits all alike); each trial
-    returns the seconds it measured. ``settle`` runs, untimed, before each trial (e.g. a garbage collection, so one
-    trial's garbage is not collected during, and charged to, the next). Returns the times per trial."""
+    returns the seconds it measured. Returns the times per trial."""
     if warmup:
         for trial in trials:
             trial()
     times: list[list[float]] = [[] for _ in trials]
     for _ in range(repetitions):
         for i, trial in enumerate(trials):
-            if settle is not None:
-                settle()
             times[i].append(trial())
     return times
 
