@@ -85,7 +85,7 @@ class Sizes:
     slices: int = 5  # the history is committed in this many slices
     new_rows: int = 10_000
     stateless_reps: int = 7
-    aggregate_reps: dict[int, int] = field(default_factory=lambda: {1_000_000: 5, 10_000_000: 5})
+    aggregate_reps: dict[int, int] = field(default_factory=lambda: {1_000_000: 9, 10_000_000: 9})
     tiny_rows: int = 10
     tiny_reps: int = 7
     # unmeasured steps of the measured shape before its runs: a long-lived engine's JVM compiles a 10k-row step's hot
