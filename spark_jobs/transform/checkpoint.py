@@ -8,10 +8,11 @@ Stateful: one row per distinct output row (event time and data columns as in the
 
 Incremental stateful queries (:mod:`.incremental`) keep the same description, plus ``path`` = ``incremental`` and
 the plan's ``fingerprint``, in the field metadata of ``__odf_table``, and their operators' states as tables
-(:mod:`.incremental.state`). Version 4 keeps only operator states (their size follows the keys, not the output) and
-the query (``transform``), so the output state can be evaluated again when a rebuild needs it, and stores
-timestamps as microseconds; version 3 stored them as millisecond timestamps (keys finer than a millisecond merged),
-version 2 also kept the output state as a table (both are rebuilt once into version 4).
+(:mod:`.incremental.state`). Version 5 keeps only operator states (their size follows the keys, not the output) and
+the query (``transform``), so the output state can be evaluated again when a rebuild needs it, stores timestamps as
+microseconds and sums of integers as longs; version 4 kept those sums as DECIMAL(38), version 3 stored timestamps as
+millisecond timestamps (keys finer than a millisecond merged), version 2 also kept the output state as a table (all
+are rebuilt once into version 5).
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def read_checkpoint(session: SparkSession, path: str) -> Checkpoint:
             meta = read_meta(df.schema)
         except ValueError:
             meta = None
-        if not meta or meta.get("format") != CHECKPOINT_FORMAT or meta.get("version") not in (2, 3, 4):
+        if not meta or meta.get("format") != CHECKPOINT_FORMAT or meta.get("version") not in (2, 3, 4, 5):
             raise EngineFailure(f"the previous checkpoint {path!r} has unreadable metadata")
         store = StateStore(session, path, meta.get("tables") or {}, df.schema)  # the schema read above
         return Checkpoint(meta, store.table("output"), store)

@@ -224,7 +224,7 @@ def write_state(session: SparkSession, request: TransformRequest, inputs: Sequen
 
 def previous_output(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput],
                     schemas: Sequence[T.StructType], prev: Checkpoint) -> DataFrame:
-    """The previous output state: stored in full-path checkpoints; an incremental checkpoint (version 4) keeps
+    """The previous output state: stored in full-path checkpoints; an incremental checkpoint (version 4 on) keeps
     only operator states, so the query it was written for is evaluated again over the inputs as of its ends."""
     if prev.state is not None:
         return prev.state

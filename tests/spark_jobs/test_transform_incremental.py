@@ -459,10 +459,12 @@ def test_a_full_path_checkpoint_is_rebuilt_once_then_updated(spark, tmp_path):
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
 
 
-def test_a_version_2_checkpoint_is_rebuilt_once_with_a_warning(spark, tmp_path):
-    """data/checkpoint-v2-aggregates.parquet was written by the engine before checkpoints dropped the output state
-    (version 2), for the "aggregates" family, FIXED_A/FIXED_B and a first transaction of 4 + 1 rows. A dataset
-    whose checkpoint it is continues with one rebuild that says why, then incremental steps, never wrong rows."""
+@pytest.mark.parametrize("version", [2, 4])
+def test_an_older_checkpoint_is_rebuilt_once_with_a_warning(spark, tmp_path, version):
+    """data/checkpoint-v<version>-aggregates.parquet was written by an earlier engine for the "aggregates" family,
+    FIXED_A/FIXED_B and a first transaction of 4 + 1 rows: version 2 kept the output state as a table, version 4
+    kept sums of integers as DECIMAL(38) (this engine keeps them as longs). A dataset whose checkpoint it is continues
+    with one rebuild that says why, then incremental steps, never wrong rows."""
     import shutil
 
     transform, _ = FAMILIES["aggregates"]
@@ -470,14 +472,35 @@ def test_a_version_2_checkpoint_is_rebuilt_once_with_a_warning(spark, tmp_path):
     coord = MiniCoordinator(spark, tmp_path, transform, inputs)
     coord.step(Txn({"a": 4, "b": 1}))
     assert coord.checkpoint is not None
-    shutil.copyfile(os.path.join(os.path.dirname(__file__), "data", "checkpoint-v2-aggregates.parquet"),
+    shutil.copyfile(os.path.join(os.path.dirname(__file__), "data", f"checkpoint-v{version}-aggregates.parquet"),
                     coord.checkpoint)
     coord.step(Txn({"a": 3}))
     coord.step(Txn({"a": 2, "b": 1}))
     diags = [r.diagnostics for r in coord.result.responses]
     assert [d["path"] for d in diags] == ["rebuild", "rebuild", "incremental"]
-    assert any("state layout of version 2" in w and "rebuilt" in w for w in diags[1]["warnings"]), diags[1]
+    assert any(f"state layout of version {version}" in w and "rebuilt" in w for w in diags[1]["warnings"]), diags[1]
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_sum_beyond_a_long_fails_the_step_as_sparks_own_sum_does(spark, tmp_path, incremental):
+    """A sum of integers is kept as a long: a group whose total leaves a long's range fails the step with Spark's
+    overflow error, on either path, and nothing is written; never a wrapped or truncated total."""
+    big = 2 ** 62
+    a = [Event(OP_APPEND, minutes(1), ("p", big)), Event(OP_APPEND, minutes(2), ("q", 1)),
+         Event(OP_APPEND, minutes(3), ("p", big))]
+    transform = sql("SELECT k, sum(x) AS s, max(event_time) AS event_time FROM a GROUP BY k")
+    coord = _run(spark, tmp_path, transform, _inputs(a, []), [Txn({"a": 2})], incremental=incremental)
+    spark.conf.set("spark.odf.incremental.enabled", str(incremental).lower())
+    try:
+        doc = coord.request({"a": 1})
+        resp = coord.execute(doc)
+    finally:
+        spark.conf.unset("spark.odf.incremental.enabled")
+    assert resp.kind != "Success" and "overflow" in resp.message.lower(), (resp.kind, resp.message)
+    assert not os.path.exists(doc["content"]["newDataPath"])
+    assert not os.path.exists(doc["content"]["newCheckpointPath"])
+    assert coord.result.responses[0].diagnostics["path"] == ("rebuild" if incremental else "full")
 
 
 def test_a_changed_query_rebuilds_the_state(spark, tmp_path):

@@ -373,7 +373,7 @@ def spark_schema(spec: InputSpec) -> Any:
 
 
 def checkpoint_tables(path: str) -> tuple[dict[str, Any], dict[str, pa.Table]]:
-    """An incremental (version 4) checkpoint read with pyarrow alone: its description and each named table (timestamps
+    """An incremental (version 4 on) checkpoint read with pyarrow alone: its description and each named table (timestamps
     as the microseconds the state stores)."""
     import pyarrow.compute as pc
 

@@ -39,7 +39,7 @@ from spark_jobs.transform.output import normalized
 
 ENABLED_CONF = "spark.odf.incremental.enabled"
 REVIVE = "__odf_revive"
-CHECKPOINT_VERSION = 4
+CHECKPOINT_VERSION = 5
 
 
 def enabled(session: SparkSession) -> bool:
