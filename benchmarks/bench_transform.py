@@ -91,8 +91,10 @@ class Sizes:
     # unmeasured steps of the measured shape before its runs: a long-lived engine's JVM compiles a 10k-row step's hot
     # code over its first steps (runs 2.8, 2.3, 2.1, 2.2, 2.0 s after one warm-up step). The Spark jobs of a 10k-row
     # GROUP BY step kept getting faster over ~10 steps (4th to 17th step: 498, 408, 475, 369, 377, 371, 341, 363, 340,
-    # 332, 304, 315, 291, 337 ms), so the runs measure the steady state of a driver that serves a dataset's steps
-    warm_steps: int = 10
+    # 332, 304, 315, 291, 337 ms), so the runs measure the steady state of a driver that serves a dataset's steps;
+    # after 10 the 1M runs of bench_incremental (measured first) still went from 1.4 to 1.1 s while the 10M runs
+    # after them were flat (nets 130-137 ms vs 40-74 ms for the same work)
+    warm_steps: int = 20
     submit_reps: int = 5
 
 
