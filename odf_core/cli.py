@@ -20,9 +20,14 @@ def command(name: str):
 
 
 def _workspace(args):
-    from odf_core.workspace import Workspace, find_workspace
+    from odf_core.workspace import WORKSPACE_MARKER, Workspace, WorkspaceNotFound, find_workspace
 
-    return Workspace.open(args.workspace or find_workspace())
+    given = args.workspace
+    if given and "://" not in given and not (Path(given) / WORKSPACE_MARKER).is_file():
+        # a mistyped local --workspace would otherwise read as an empty workspace (and list nothing)
+        raise WorkspaceNotFound(f"{given} is not an odf workspace (no {WORKSPACE_MARKER} in it): "
+                                f"create one with 'odf -w {given} init'")
+    return Workspace.open(given or find_workspace())
 
 
 # -- workspace ---------------------------------------------------------------------------------------------------

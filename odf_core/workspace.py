@@ -45,6 +45,10 @@ class WorkspaceNotFound(OdfError):
     pass
 
 
+#: The object ``init`` writes: what tells a workspace from any other directory.
+WORKSPACE_MARKER = "workspace.version"
+
+
 def _key_file(dataset_id: DatasetID) -> str:
     """Where the workspace keeps a dataset's private key: outside every dataset."""
     return f"{KEYS}/{dataset_id.to_did_odf().removeprefix('did:odf:')}.pem"
@@ -89,7 +93,7 @@ class Workspace:
     @classmethod
     def init(cls, location: str | os.PathLike) -> "Workspace":
         store = ObjectStore.open(location)
-        store.put("workspace.version", b"1")
+        store.put(WORKSPACE_MARKER, b"1")
         return cls(store)  # the summary key is created with the first dataset handle
 
     # -- the key that authenticates cached chain state --------------------------------------------------------

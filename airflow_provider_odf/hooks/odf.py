@@ -337,17 +337,17 @@ def _is_s3(url: str) -> bool:
 def _open_workspace(settings: OdfSettings, *, create: bool) -> "Workspace":
     from odf_core.errors import OdfError
     from odf_core.storage import ObjectStore
-    from odf_core.workspace import Workspace
+    from odf_core.workspace import WORKSPACE_MARKER, Workspace
 
     try:
         store = ObjectStore.open(settings.workspace, **settings.storage_options)
     except OdfError as e:
         raise OdfConnectionError(f"odf connection '{settings.conn_id}': {e}") from None
-    if not store.exists("workspace.version"):
+    if not store.exists(WORKSPACE_MARKER):
         if not create:
             raise OdfConnectionError(
                 f"odf connection '{settings.conn_id}': no ODF workspace at {store.url} "
                 "(run 'odf init' there or let the odf__sync DAG create it)"
             )
-        store.put("workspace.version", b"1")  # what Workspace.init writes, here with the storage options
+        store.put(WORKSPACE_MARKER, b"1")  # what Workspace.init writes, here with the storage options
     return Workspace(store)

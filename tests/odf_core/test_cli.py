@@ -180,9 +180,15 @@ def test_hash_commands(tmp_path, capsys):
 
 def test_console_script_exit_codes(tmp_path):
     odf = shutil.which("odf", path=str(Path(sys.executable).parent))
-    r = subprocess.run([odf, "-w", str(tmp_path / "nowhere"), "log", "x"], capture_output=True, text=True)
-    assert r.returncode == 1 and r.stderr.startswith("odf: error:") and r.stderr.count("\n") == 1
-    r = subprocess.run([odf, "-w", str(tmp_path / "nowhere"), "log", "../x"], capture_output=True, text=True)
+    nowhere = str(tmp_path / "nowhere")
+    for argv in (["log", "x"], ["list"]):  # list used to print an empty table for any directory
+        r = subprocess.run([odf, "-w", nowhere, *argv], capture_output=True, text=True)
+        assert r.returncode == 1 and r.stderr.startswith("odf: error:") and r.stderr.count("\n") == 1, r.stderr
+        assert f"{nowhere} is not an odf workspace" in r.stderr and not r.stdout
+    assert not Path(nowhere).exists()
+    ws = str(tmp_path / "ws")
+    assert subprocess.run([odf, "-w", ws, "init"], capture_output=True).returncode == 0
+    r = subprocess.run([odf, "-w", ws, "log", "../x"], capture_output=True, text=True)
     assert r.returncode == 1 and "../x" in r.stderr
 
 
