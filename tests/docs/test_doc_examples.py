@@ -219,7 +219,7 @@ def test_the_convention_finds_blocks_reasons_and_commands(tmp_path):
         run_command(Command("echo hello", ("goodbye",)), tmp_path, "p.md:1")
     with pytest.raises(AssertionError, match="exit 1"):
         run_command(Command("false", ()), tmp_path, "p.md:1")
-    run_command(Command("odf -w ws log nope", ("odf: error: dataset 'nope' does not exist",)), tmp_path, "p.md:1")
+    run_command(Command("odf -w ws log nope", ("odf: error: ws is not an odf workspace",)), tmp_path, "p.md:1")
 
 
 @pytest.mark.spark
