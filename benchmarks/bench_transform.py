@@ -223,8 +223,7 @@ class Ctx:
         return self.lookup_root
 
     def _next_job(self) -> int:
-        found = self.spark.sparkContext._jsc.sc().dagScheduler().nextJobId()  # py4j gives the AtomicInteger's value
-        return int(found if isinstance(found, int) else found.get())
+        return int(self.spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
 
     def _jobs_ms(self, first: int, end: int) -> float:
         """The summed durations of Spark jobs ``first``..``end - 1`` (from the driver's status store, once its
@@ -469,15 +468,17 @@ def tiny_step(ctx: Ctx, tiny: Root, name: str, seed: int, into: list[Run], also:
     return trial
 
 
-def paired_net(runs: Sequence[Run], fixed: Sequence[Run]) -> float:
+def paired_net(runs: Sequence[Run], fixed: Sequence[Run],
+               measure: Callable[[Run], float] = lambda r: r.seconds) -> float:
     """A step's cost beyond the fixed cost: the median over repetitions of (step - the tiny step run right after
-    it), so a slow minute of the machine hits both sides of each difference."""
-    return max(median([r.seconds - f.seconds for r, f in zip(runs, fixed)]), 0.0)
+    it), so a slow minute of the machine hits both sides of each difference. ``measure``: what is compared, in
+    seconds (wall time by default)."""
+    return max(median([measure(r) - measure(f) for r, f in zip(runs, fixed)]), 0.0)
 
 
-def paired_jobs_net(runs: Sequence[Run], fixed: Sequence[Run]) -> float:
-    """:func:`paired_net` of the runs' Spark job time (seconds)."""
-    return max(median([((r.spark_ms or 0.0) - (f.spark_ms or 0.0)) / 1000 for r, f in zip(runs, fixed)]), 0.0)
+def job_seconds(run: Run) -> float:
+    """A run's Spark job time in seconds (0 where it was not measured: spark-submit runs)."""
+    return (run.spark_ms or 0.0) / 1000
 
 
 def bench_incremental(ctx: Ctx) -> str:
@@ -531,7 +532,7 @@ def bench_incremental(ctx: Ctx) -> str:
                                batch_s, "s", None, "plain Spark batch query over all rows", lower_is_better=True))
         rows_out.append(Result(f"the same, fixed cost ({fixed_s:.2f} s) subtracted", net[rows], batch_s, "s", target,
                                "plain Spark batch query over all rows", lower_is_better=True))
-        jobs_net[rows] = paired_jobs_net(runs, fixed)
+        jobs_net[rows] = paired_net(runs, fixed, job_seconds)
         rows_out.append(Result("the same, Spark job time only (step's jobs minus the tiny step's)", jobs_net[rows],
                                batch_s, "s", None, "plain Spark batch query over all rows", lower_is_better=True))
         checkpoint_mb = ctx.ws.get(name).state().last_checkpoint.size / 1e6
