@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import statistics
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -96,10 +97,13 @@ class Sizes:
     # after them were flat (nets 130-137 ms vs 40-74 ms for the same work)
     warm_steps: int = 20
     submit_reps: int = 5
+    # bench_incremental: repetitions of one loop over every history size (its nets are tens of ms, so many)
+    incremental_reps: int = 21
 
 
 QUICK = Sizes(histories=(20_000, 200_000), slices=3, new_rows=1_000, stateless_reps=2,
-              aggregate_reps={20_000: 1, 200_000: 1}, tiny_reps=2, submit_reps=1, warm_steps=1)
+              aggregate_reps={20_000: 1, 200_000: 1}, tiny_reps=2, submit_reps=1, warm_steps=1,
+              incremental_reps=3)
 
 
 # -- root datasets without Spark -----------------------------------------------------------------------------------
@@ -481,6 +485,25 @@ def job_seconds(run: Run) -> float:
     return (run.spark_ms or 0.0) / 1000
 
 
+def quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """The first and third quartiles: how far a median of noisy differences can be trusted."""
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+@dataclass
+class IncrementalSeries:
+    """One history size of bench_incremental: its derivative and what its repetitions measured."""
+    rows: int
+    root: Root
+    name: str
+    first: Run
+    runs: list[Run] = field(default_factory=list)
+    fixed: list[Run] = field(default_factory=list)  # the tiny step run right after each of ``runs``
+    batch: list[float] = field(default_factory=list)
+    expected: dict = field(default_factory=dict)
+
+
 def bench_incremental(ctx: Ctx) -> str:
     sz = ctx.sizes
     # the path's fixed cost: a step of a few new rows on a tiny history, in process (subtracted below)
@@ -488,93 +511,112 @@ def bench_incremental(ctx: Ctx) -> str:
     tiny.add(sz.tiny_rows, seed=7)
     tiny_name = make_derivative(ctx.ws, "inc-tiny-d", tiny, INCREMENTAL_SQL)
     warm_up_tiny(ctx, tiny, tiny_name, seed=8)
+    series: list[IncrementalSeries] = []
+    for rows in sz.histories:
+        root = ctx.root(rows)
+        name = make_derivative(ctx.ws, f"inc-{rows}", root, INCREMENTAL_SQL)
+        series.append(IncrementalSeries(rows, root, name, ctx.run(name)))
+        print(f"  incremental: first (rebuild) run over {root.handle.state().next_offset} rows "
+              f"{series[-1].first.seconds:.1f} s", flush=True)
+    for k in range(sz.warm_steps):  # unmeasured: the JVM compiles the paths of a 10k-row step
+        for s in series:
+            s.root.add(sz.new_rows, seed=1990 + k)
+            ctx.run(s.name)
+
+    def incremental(s: IncrementalSeries) -> Callable[[], float]:
+        def go() -> float:
+            s.root.add(sz.new_rows, seed=2000 + len(s.runs))
+            run = ctx.run(s.name)
+            if run.plan_class != "stateful":
+                raise RuntimeError(f"{s.name}: {run.plan_class} plan")
+            s.runs.append(run)
+            return run.seconds
+        return go
+
+    def plain_batch(s: IncrementalSeries) -> Callable[[], float]:
+        def go() -> float:
+            t, rows = batch_query(ctx, s.root, INCREMENTAL_SQL)
+            s.expected.clear()
+            s.expected.update({r["k"]: r for r in rows})
+            s.batch.append(t)
+            return t
+        return go
+
+    # one loop over both history sizes, so that the JVM's slow drift over a long run (JIT, heap) hits both alike
+    trials = [t for s in series for t in (incremental(s), tiny_step(ctx, tiny, tiny_name, 100 * s.rows, s.fixed))]
+    alternate(trials + [plain_batch(s) for s in series], sz.incremental_reps)
     rows_out, notes, breakdowns = [], [], []
     net: dict[int, float] = {}
     jobs_net: dict[int, float] = {}
-    for rows, reps in sz.aggregate_reps.items():
-        root = ctx.root(rows)
-        name = make_derivative(ctx.ws, f"inc-{rows}", root, INCREMENTAL_SQL)
-        first = ctx.run(name)
-        print(f"  incremental: first (rebuild) run over {root.handle.state().next_offset} rows {first.seconds:.1f} s",
-              flush=True)
-        for k in range(sz.warm_steps):  # unmeasured: the JVM compiles the paths of a 10k-row step
-            root.add(sz.new_rows, seed=1990 + k)
-            ctx.run(name)
-        runs: list[Run] = []
-        fixed: list[Run] = []
-        batch: list[float] = []
-        expected: dict = {}
-
-        def incremental() -> float:
-            root.add(sz.new_rows, seed=2000 + len(runs))
-            run = ctx.run(name)
-            if run.plan_class != "stateful":
-                raise RuntimeError(f"{name}: {run.plan_class} plan")
-            runs.append(run)
-            return run.seconds
-
-        def plain_batch() -> float:
-            t, rows = batch_query(ctx, root, INCREMENTAL_SQL)
-            expected.clear()
-            expected.update({r["k"]: r for r in rows})
-            batch.append(t)
-            return t
-
-        alternate([incremental, tiny_step(ctx, tiny, tiny_name, 100 * rows, fixed), plain_batch], reps)
-        got = _reduced(ctx.ws, name, "k")
-        if got != expected:
-            diff = [k for k in set(got) | set(expected) if got.get(k) != expected.get(k)][:3]
-            raise RuntimeError(f"{name}: the incremental output differs from the batch query at keys {diff}")
-        step_s, batch_s, fixed_s = median(r.seconds for r in runs), median(batch), median(r.seconds for r in fixed)
-        net[rows] = paired_net(runs, fixed)
-        target = 0.1 if rows == max(sz.aggregate_reps) else None
-        rows_out.append(Result(f"GROUP BY 10k keys, {sz.new_rows:,} new rows on {_millions(rows)} rows", step_s,
+    for s in series:
+        got = _reduced(ctx.ws, s.name, "k")
+        if got != s.expected:
+            diff = [k for k in set(got) | set(s.expected) if got.get(k) != s.expected.get(k)][:3]
+            raise RuntimeError(f"{s.name}: the incremental output differs from the batch query at keys {diff}")
+        runs, fixed = s.runs, s.fixed
+        step_s, batch_s, fixed_s = median(r.seconds for r in runs), median(s.batch), median(r.seconds for r in fixed)
+        net[s.rows] = paired_net(runs, fixed)
+        jobs_net[s.rows] = paired_net(runs, fixed, job_seconds)
+        target = 0.1 if s.rows == max(sz.histories) else None
+        rows_out.append(Result(f"GROUP BY 10k keys, {sz.new_rows:,} new rows on {_millions(s.rows)} rows", step_s,
                                batch_s, "s", None, "plain Spark batch query over all rows", lower_is_better=True))
-        rows_out.append(Result(f"the same, fixed cost ({fixed_s:.2f} s) subtracted", net[rows], batch_s, "s", target,
-                               "plain Spark batch query over all rows", lower_is_better=True))
-        jobs_net[rows] = paired_net(runs, fixed, job_seconds)
-        rows_out.append(Result("the same, Spark job time only (step's jobs minus the tiny step's)", jobs_net[rows],
-                               batch_s, "s", None, "plain Spark batch query over all rows", lower_is_better=True))
-        checkpoint_mb = ctx.ws.get(name).state().last_checkpoint.size / 1e6
-        notes.append(f"{_millions(rows)}: first transaction (rebuild: full path + state) {first.seconds:.1f} s; "
+        rows_out.append(Result(f"the same, fixed cost ({fixed_s:.2f} s) subtracted", net[s.rows], batch_s, "s",
+                               target, "plain Spark batch query over all rows", lower_is_better=True))
+        rows_out.append(Result("the same, Spark job time only (step's jobs minus the tiny step's)",
+                               jobs_net[s.rows], batch_s, "s", None, "plain Spark batch query over all rows",
+                               lower_is_better=True))
+        wall_q = quartiles([r.seconds - f.seconds for r, f in zip(runs, fixed)])
+        jobs_q = quartiles([job_seconds(r) - job_seconds(f) for r, f in zip(runs, fixed)])
+        checkpoint_mb = ctx.ws.get(s.name).state().last_checkpoint.size / 1e6
+        notes.append(f"{_millions(s.rows)}: first transaction (rebuild: full path + state) {s.first.seconds:.1f} s; "
                      f"incremental runs {', '.join(f'{r.seconds:.2f}' for r in runs)} s; the tiny step after each "
                      f"{', '.join(f'{r.seconds:.2f}' for r in fixed)} s; batch "
-                     f"{', '.join(f'{t:.1f}' for t in batch)} s; Spark job time of the runs "
+                     f"{', '.join(f'{t:.1f}' for t in s.batch)} s; the per-repetition nets' quartiles "
+                     f"{wall_q[0] * 1000:.0f} to {wall_q[1] * 1000:.0f} ms (wall), {jobs_q[0] * 1000:.0f} to "
+                     f"{jobs_q[1] * 1000:.0f} ms (job time); Spark job time of the runs "
                      f"{', '.join(f'{r.spark_ms or 0:.0f}' for r in runs)} ms, of the tiny steps "
                      f"{', '.join(f'{r.spark_ms or 0:.0f}' for r in fixed)} ms; checkpoint {checkpoint_mb:.2f} MB, "
                      "written in "
                      f"{median(r.timings_ms.get('checkpoint', float('nan')) for r in runs):.0f} ms (median); "
                      f"engine timings of the median run (ms): {median_run(runs).timings_ms}.")
-        breakdowns += [f"Where the time goes, {_millions(rows)} rows (the median run):", "",
+        breakdowns += [f"Where the time goes, {_millions(s.rows)} rows (the median run):", "",
                        render_breakdown(STEPS, median_run(runs).steps, median_run(runs).seconds,
-                                        f"transform.run (incremental GROUP BY), {_millions(rows)} rows"), ""]
+                                        f"transform.run (incremental GROUP BY), {_millions(s.rows)} rows"), ""]
         print(rows_out[-1].line(), flush=True)
-    small, big = min(net), max(net)
-    rows_out.append(Result(f"incremental step on {_millions(big)} vs on {_millions(small)} rows of history, fixed "
-                           "cost subtracted", net[big], net[small], "s", 1.3,
-                           f"the same step on {_millions(small)}", lower_is_better=True))
-    rows_out.append(Result(f"the same, Spark job time only: on {_millions(big)} vs on {_millions(small)}",
-                           jobs_net[big], jobs_net[small], "s", None, f"the same on {_millions(small)}",
-                           lower_is_better=True))
-    reps_text = ", ".join(f"{r} runs on {_millions(n)}" for n, r in sz.aggregate_reps.items())
+    small, big = series[0], series[-1]
+    rows_out.append(Result(f"incremental step on {_millions(big.rows)} vs on {_millions(small.rows)} rows of history, "
+                           "fixed cost subtracted", net[big.rows], net[small.rows], "s", 1.3,
+                           f"the same step on {_millions(small.rows)}", lower_is_better=True))
+    rows_out.append(Result(f"the same, Spark job time only: on {_millions(big.rows)} vs on {_millions(small.rows)}",
+                           jobs_net[big.rows], jobs_net[small.rows], "s", None,
+                           f"the same on {_millions(small.rows)}", lower_is_better=True))
+    # the two sizes' steps of one repetition ran a few seconds apart: their paired difference is the growth itself
+    growth = [b.seconds - a.seconds for a, b in zip(small.runs, big.runs)]
+    growth_jobs = [job_seconds(b) - job_seconds(a) for a, b in zip(small.runs, big.runs)]
+    gq, jq = quartiles(growth), quartiles(growth_jobs)
     return "\n".join([
         f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
         f"Query: `{INCREMENTAL_SQL}` (10k groups). Each incremental transaction follows a new {sz.new_rows:,}-row "
         "slice; the incremental path updates the per-group state from the new rows and writes the change of the "
         "touched groups' output rows as the slice (docs/transforms.md). The reduced output is checked against the "
-        f"batch result (exact). Medians ({reps_text}, after {sz.warm_steps} unmeasured steps), alternating with the "
-        "batch query. "
-        "Ratio = incremental / "
+        f"batch result (exact). Medians of {sz.incremental_reps} repetitions, after {sz.warm_steps} unmeasured steps "
+        "of each size; one repetition runs the step on each history size, each followed by the tiny step, then the "
+        "batch query on each, so the driver's slow drift over the run hits all sizes alike. Ratio = incremental / "
         f"batch (lower is better). Fixed cost of the path: a step of {sz.tiny_rows} new rows on a "
         f"{sz.tiny_rows}-row history, in process, run right after each measured step; a step's cost with the fixed "
-        "cost subtracted is the median of the per-repetition differences (the machine's noise, ~±0.5 s a step "
-        "here, hits both sides of each). The nets are a few tens of ms, less than that noise, so their ratio "
-        "across history sizes swings from run to run; the Spark job time of the same steps (each job's submission to "
-        "completion, from the driver's status store) leaves the driver's own noise out and shows the work the data "
-        "costs. The checkpoint holds the 10k groups' state at every history size.",
+        "cost subtracted is the median of the per-repetition differences (the machine's noise, ~±0.1 s a step "
+        "here, hits both sides of each). The nets are a few tens of ms, about that noise, so their ratio across "
+        "history sizes moves from run to run; the notes give the quartiles of the per-repetition differences. The "
+        "Spark job time of the same steps (each job's submission to completion, from the driver's status store) "
+        "leaves the driver's own noise out and shows the work the data costs. The checkpoint holds the 10k groups' "
+        "state at every history size.",
         "",
         render_results(rows_out),
         "",
+        f"- Growth with the history, paired: the step on {_millions(big.rows)} minus the step on "
+        f"{_millions(small.rows)} of the same repetition, median {median(growth) * 1000:.0f} ms (quartiles "
+        f"{gq[0] * 1000:.0f} to {gq[1] * 1000:.0f} ms) of wall time, {median(growth_jobs) * 1000:.0f} ms (quartiles "
+        f"{jq[0] * 1000:.0f} to {jq[1] * 1000:.0f} ms) of Spark job time.",
         *[f"- {n}" for n in notes],
         "",
         *breakdowns,
