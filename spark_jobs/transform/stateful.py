@@ -270,9 +270,11 @@ def run_stateful(session: SparkSession, request: TransformRequest, inputs: Seque
         why = incremental.reusable(prev.meta if prev is not None else None, plan, qhash)
         step.evicted, step.evict = incremental.eviction(prev.meta if prev is not None and why is None else None,
                                                         output_watermark(inputs))
-        states = incremental.load_states(prev.store, plan) if why is None and prev is not None else None
-        if why is None and states is None:
-            why = "the previous checkpoint lacks an operator's state"
+        states = None
+        if why is None and prev is not None:
+            states, missing = incremental.load_states(prev.store, plan)
+            if missing is not None:
+                why = f"the previous checkpoint has no state table {missing} (an earlier engine kept none for it)"
         if why is None and prev is not None and states is not None:
             diag["path"] = "incremental"
             return _incremental(step, request, info, planned.out_schema, prev, states, diag)
@@ -302,8 +304,8 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
         if step is not None:
             from spark_jobs.transform import incremental
 
-            states = {op.id: step.keep(incremental.initial_states(step, op))[0] for op in step.plan.ops
-                      if op.kind != incremental.keyed.KIND}
+            states = {name: step.keep(df)[0] for op in step.plan.ops if op.kind != incremental.keyed.KIND
+                      for name, df in incremental.initial_states(step, op).items()}
             t1 = time.monotonic()
             sizes = incremental.write_checkpoint(step, request, states)
             diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1

@@ -66,7 +66,17 @@ FAMILIES = {
                    ()),
     "changelog": (sql("SELECT k, count(*) AS changes, max(event_time) AS event_time FROM a WHERE op <> 0 "
                       "GROUP BY k"), ("a",)),
+    # count DISTINCT: a count per group and value next to the group's state (with a min/max that can be recomputed)
+    "count_distinct": (sql("SELECT k, count(DISTINCT x) AS nd, count(*) AS n, min(x) AS lo, "
+                           "max(event_time) AS event_time FROM a GROUP BY k"), ()),
+    "count_distinct_global": (sql("SELECT coalesce(max(event_time), TIMESTAMP'2024-01-01 00:00:00Z') AS event_time, "
+                                  "count(DISTINCT k, x) AS nd, sum(x) AS s FROM a"), ()),
+    "count_distinct_nested": (steps(
+        ("per_k", "SELECT k, count(DISTINCT x % 3) AS nd, max(event_time) AS et FROM a GROUP BY k"),
+        (None, "SELECT max(et) AS event_time, nd, count(DISTINCT et) AS nt FROM per_k GROUP BY nd")), ()),
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
+    "count_distinct_by_window": (sql("SELECT window.start AS event_time, count(DISTINCT x) AS nd, count(*) AS n "
+                                     "FROM a GROUP BY window(event_time, '30 minutes')"), ()),
     "count_distinct_first_last": (sql(
         "SELECT k, count(DISTINCT x) AS nd, max_by(x, event_time) AS last_x, min_by(x, event_time) AS first_x, "
         "max(event_time) AS event_time FROM a GROUP BY k"), ()),
@@ -211,6 +221,35 @@ def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
     assert [r.diagnostics["slice"] for r in inc.result.responses] == [None, "netted", "netted", "per group"]
     ops = [r["op"] for t in inc.result.slices for r in t.to_pylist()]
     assert {R, OP_CORRECT_FROM, OP_CORRECT_TO} <= set(ops)  # the history exercised retractions and corrections
+
+
+def test_count_distinct_counts_each_value_and_reads_no_history(spark, tmp_path):
+    """count(DISTINCT x) keeps a row count per (group, value) in the checkpoint: a step reads no history, a value
+    leaves a group's number when its last row is retracted or corrected away (not before), and the slices are the
+    full path's bytes."""
+    transform = sql("SELECT k, count(DISTINCT x) AS nd, max(event_time) AS event_time FROM a GROUP BY k")
+    history = [Event(OP_APPEND, minutes(1), ("p", 3)), Event(OP_APPEND, minutes(2), ("p", 3)),
+               Event(OP_APPEND, minutes(3), ("p", None)), Event(OP_APPEND, minutes(4), ("q", 1)),
+               Event(OP_APPEND, minutes(9), ("q", 5)),
+               Event(R, minutes(2), ("p", 3)),  # p keeps its value 3 (one row of it is left): nd stays 1
+               Event(OP_APPEND, minutes(5), ("p", 4)),  # p: 2
+               Event(R, minutes(1), ("p", 3)),  # the last 3 is gone: p 1
+               Event(OP_CORRECT_FROM, minutes(4), ("q", 1)), Event(OP_CORRECT_TO, minutes(4), ("q", 2)),  # q 5, 2
+               Event(OP_APPEND, minutes(6), ("q", 1))]  # q: 5, 2, 1
+    split = [Txn({"a": 5}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 3})]
+    inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
+    full = _run(spark, tmp_path / "full", transform, [InputSpec("a", DATA, history)], split, incremental=False)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 4
+    assert all(d.get("history") is None for d in diags[1:]), [d.get("history") for d in diags]
+    # group states (p, q) plus the (group, value) counts: p 3, q 1, q 5 after the first step; p 4, q 5, 2, 1 at the end
+    assert [d["stateRows"] for d in diags] == [5, 5, 6, 5, 6]
+    nd = [{r["k"]: r["nd"] for r in t.to_pylist() if r["op"] in (OP_APPEND, OP_CORRECT_TO)}
+          for t in inc.result.slices]
+    assert nd == [{"p": 1, "q": 2}, {"p": 2}, {"p": 1}, {"q": 3}], nd  # the second step changes no output row
+    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
 
 
 def test_a_top_aggregate_writes_each_groups_old_and_new_row(spark, tmp_path):
@@ -482,6 +521,29 @@ def test_an_older_checkpoint_is_rebuilt_once_with_a_warning(spark, tmp_path, ver
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
 
 
+def test_a_count_distinct_checkpoint_without_value_counts_is_rebuilt_once(spark, tmp_path):
+    """data/checkpoint-v5-count-distinct-by-key.parquet was written by the engine before count DISTINCT kept a count
+    per value (it recomputed the touched groups from the history and kept no state) for the "count_distinct" family,
+    FIXED_A/FIXED_B and a first transaction of 4 + 1 rows. A dataset whose checkpoint it is continues with one rebuild
+    that names the missing table, then incremental steps."""
+    import shutil
+
+    transform, _ = FAMILIES["count_distinct"]
+    inputs = _inputs(FIXED_A, FIXED_B)
+    coord = MiniCoordinator(spark, tmp_path, transform, inputs)
+    coord.step(Txn({"a": 4, "b": 1}))
+    assert coord.checkpoint is not None
+    shutil.copyfile(os.path.join(os.path.dirname(__file__), "data", "checkpoint-v5-count-distinct-by-key.parquet"),
+                    coord.checkpoint)
+    coord.step(Txn({"a": 3}))
+    coord.step(Txn({"a": 2, "b": 1}))
+    diags = [r.diagnostics for r in coord.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild", "rebuild", "incremental"]
+    assert any("no state table aggregate:root " in w and "rebuilt" in w for w in diags[1]["warnings"]), diags[1]["warnings"]
+    assert diags[2]["stateRows"] > 0
+    assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
+
+
 @pytest.mark.parametrize("incremental", [True, False])
 def test_a_sum_beyond_a_long_fails_the_step_as_sparks_own_sum_does(spark, tmp_path, incremental):
     """A sum of integers is kept as a long: a group whose total leaves a long's range fails the step with Spark's
@@ -519,7 +581,7 @@ def test_a_changed_query_rebuilds_the_state(spark, tmp_path):
 @pytest.mark.parametrize("query, operator, why", [
     ("SELECT a.event_time, a.k, b.x FROM a FULL JOIN b ON a.x < b.x", "Join", "without equality keys"),
     ("SELECT event_time, k, sum(x) OVER (ORDER BY event_time) AS run FROM a", "Window", "without PARTITION BY"),
-    ("SELECT count(DISTINCT x) AS n, max(event_time) AS event_time FROM a", "Aggregate", "DISTINCT aggregate"),
+    ("SELECT sum(DISTINCT x) AS n, max(event_time) AS event_time FROM a", "Aggregate", "DISTINCT aggregate"),
     ("SELECT sum(CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a", "Aggregate", "floating-point"),
     ("SELECT event_time, k FROM (SELECT * FROM a ORDER BY x LIMIT 3)", "GlobalLimit", "LIMIT"),
     ("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a WHERE offset > 2 GROUP BY k", "Filter",
@@ -561,6 +623,15 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
                        "GROUP BY window(event_time, '30 minutes'), k")
     assert "windows closed by the watermark leave the state" in tumbling.operators[0].detail, tumbling.operators
     assert "leave the state" not in inc.operators[0].detail
+    distinct = explain("SELECT max(et) AS event_time, count(DISTINCT et) AS nt FROM "
+                       "(SELECT k, count(DISTINCT x, k) AS nd, max(event_time) AS et FROM a GROUP BY k) GROUP BY nd")
+    aggregates = [o for o in distinct.operators if o.operator == "Aggregate"]
+    assert len(aggregates) == 2 and all(o.path == "incremental" and "count per group and distinct value" in o.detail
+                                        for o in aggregates), [o.detail for o in distinct.operators]
+    # two DISTINCT aggregates over different columns: Spark rewrites them (Expand): the touched keys are recomputed
+    two = explain("SELECT k, count(DISTINCT x) AS nx, count(DISTINCT event_time) AS nt, max(event_time) AS "
+                  "event_time FROM a GROUP BY k")
+    assert "count per group and distinct value" not in " ".join(o.detail for o in two.operators), two.operators
     window = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
     assert window.path == "incremental" and window.operators[1].operator == "Window", window.operators
     assert "running state per partition (1 key(s)): RANK()" in window.operators[1].detail

@@ -50,6 +50,23 @@ def op_table(op: Op) -> str:
     return f"{op.kind}:{op.id}"
 
 
+def values_table(op_id: str, j: int) -> str:
+    """The name (in the checkpoint and in a step's states) of an aggregate's value table for its ``j``-th function,
+    a count DISTINCT (:func:`.aggregate.value_changes`)."""
+    return f"{op_id}/values{j}"
+
+
+def state_tables(op: Op) -> list[tuple[str, str, list[str]]]:
+    """An operator's state tables: (name in a step's states, name in the checkpoint, key columns)."""
+    if op.kind == keyed.KIND:
+        return []
+    found = [(op.id, op_table(op), op.spec.keys)]
+    if op.kind == "aggregate":
+        found += [(values_table(op.id, j), values_table(op_table(op), j), op.spec.keys)
+                  for j in aggregate.distinct_adapters(op.spec)]
+    return found
+
+
 @dataclass
 class Step:
     """What one transaction knows: its inputs (new slices and histories up to the new ends) and the plan."""
@@ -180,14 +197,18 @@ def _restrict(df: DataFrame, keys_df: DataFrame, keys: Sequence[str]) -> DataFra
     return df.join(wanted, same_keys(df, wanted, keys, list(wanted.columns)), "left_semi")
 
 
-def initial_states(step: Step, op: Op) -> DataFrame:
-    """An operator's states from its child's whole history."""
+def initial_states(step: Step, op: Op) -> dict[str, DataFrame]:
+    """An operator's state tables (by their names in a step's states) from its child's whole history."""
     if op.kind == running.KIND:
-        return running.initial(step.cat, op.spec, step.replay(op.spec.child))
-    rows = step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long"))
-    states = aggregate.initial(op.spec, aggregate.changes(op.spec, _rows(step, op, rows)))
+        return {op.id: running.initial(step.cat, op.spec, step.replay(op.spec.child))}
+    rows = _rows(step, op, step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
+    values = aggregate.distinct_adapters(op.spec)
+    if values:  # read and projected once for the group states and each value table
+        rows, _ = step.keep(rows)
+    states = aggregate.initial(op.spec, aggregate.changes(op.spec, rows))
     closed = aggregate.closed(op.spec, step.evict)
-    return states if closed is None else states.where(~closed)
+    return {op.id: states if closed is None else states.where(~closed),
+            **{values_table(op.id, j): aggregate.initial_values(op.spec, j, rows) for j in values}}
 
 
 def _recomputed(step: Step, op: Op, groups: DataFrame, old: bool = False) -> DataFrame:
@@ -198,16 +219,29 @@ def _recomputed(step: Step, op: Op, groups: DataFrame, old: bool = False) -> Dat
     return aggregate.initial(spec, aggregate.changes(spec, _restrict(rows, groups, spec.keys)))
 
 
-def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Delta], paired: bool = False
-                   ) -> tuple[Delta, DataFrame, DataFrame | None]:
-    """The change of an aggregate's output, its new states and, with ``paired`` (the query's top aggregate) when
-    every touched group was updated from its state, :func:`group_pairs`."""
+def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], changes: Mapping[str, Delta],
+                   paired: bool = False) -> tuple[Delta, dict[str, DataFrame], DataFrame | None]:
+    """The change of an aggregate's output, its new state tables and, with ``paired`` (the query's top aggregate)
+    when every touched group was updated from its state, :func:`group_pairs`."""
     spec = op.spec
+    old = old_tables[op.id]
     child = segment_change(step, op.children[0], changes)
     if child.empty:
         nothing = empty(step.session, step.cat.items(op.node.output()))
-        return Delta(nothing, nothing, empty=True), old, None
+        return Delta(nothing, nothing, empty=True), {name: old_tables[name] for name, _, _ in state_tables(op)}, None
     rows = _rows(step, op, weighted(expand(child.pos), expand(child.neg)))
+    tables: dict[str, DataFrame] = {}
+    distinct = aggregate.distinct_adapters(spec)
+    if distinct:  # each count DISTINCT: its value table first, then the change of each group's number of values
+        rows, _ = step.keep(rows)
+        deltas = []
+        for j in distinct:
+            name = values_table(op.id, j)
+            counted, _ = step.keep(aggregate.value_changes(spec, j, old_tables[name], rows))
+            tables[name] = aggregate.values_after(spec, j, counted)
+            deltas.append(aggregate.distinct_changes(spec, j, counted))
+        for d in deltas:
+            rows = rows.unionByName(d, allowMissingColumns=True)
     recompute = F.col(aggregate.RECOMPUTE) & (F.col(aggregate.ROWS) > 0)
     # a change to a group whose window closed and left the state: the group is recomputed, before and after
     closed = aggregate.closed(spec, step.evicted)
@@ -242,8 +276,9 @@ def aggregate_step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Del
     results = [(f"c{i}", r) for i, r in enumerate(spec.results)]
     out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),
                 project(step.cat, aggregate.finals(spec, before), attrs, results))
+    tables[op.id] = new
     # an operator above sees only real changes (a min/max above would recompute a group for an unchanged row)
-    return (cancel(out) if op.id != "root" else out), new, pairs
+    return (cancel(out) if op.id != "root" else out), tables, pairs
 
 
 BEFORE, AFTER = "__odf_before", "__odf_after"
@@ -301,8 +336,8 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
             changes[op.id] = cancel(change) if op.id != "root" and not change.gains_only else change
         else:
             top_node = op.id == "root"  # the plan's top node itself (an operator's id is its path)
-            changes[op.id], states[op.id], found = aggregate_step(step, op, old_states[op.id], changes,
-                                                                  paired and top_node)
+            changes[op.id], tables, found = aggregate_step(step, op, old_states, changes, paired and top_node)
+            states.update(tables)
             pairs = found if top_node else pairs
     top = segment_change(step, step.plan.root, changes)
     if len(top.pos.columns) - (1 if "__odf_n" in top.pos.columns else 0) != len(out_columns):
@@ -324,8 +359,9 @@ def write_checkpoint(step: Step, request: TransformRequest, op_states: Mapping[s
     get the output state). Written next to its target and renamed, so no reader sees half of it."""
     writer = StateWriter()
     for op in step.plan.ops:
-        if op.id in op_states:
-            writer.put(op_table(op), op_states[op.id], op.spec.keys)
+        for name, stored, keys in state_tables(op):
+            if name in op_states:
+                writer.put(stored, op_states[name], keys)
     transform = request.transform
     meta = {**stateful_meta(request, step.ends), "version": CHECKPOINT_VERSION, "path": "incremental",
             "fingerprint": step.plan.fingerprint, "evictedThrough": step.evict,
@@ -371,13 +407,14 @@ def eviction(prev_meta: Mapping[str, Any] | None, watermark: Any) -> tuple[int |
     return before, (max(bounds) if bounds else None)
 
 
-def load_states(store: StateStore, plan: IncrementalPlan) -> dict[str, DataFrame] | None:
+def load_states(store: StateStore, plan: IncrementalPlan) -> tuple[dict[str, DataFrame] | None, str | None]:
+    """The previous checkpoint's state tables by their names in a step's states, or (None, the name in the
+    checkpoint of a table it lacks)."""
     found = {}
     for op in plan.ops:
-        if op.kind == keyed.KIND:
-            continue
-        df = store.table(op_table(op))
-        if df is None:
-            return None
-        found[op.id] = df
-    return found
+        for name, stored, _ in state_tables(op):
+            df = store.table(stored)
+            if df is None:
+                return None, stored
+            found[name] = df
+    return found, None

@@ -8,14 +8,17 @@ Each aggregate function keeps what makes its value computable from a change of i
 - ``sum`` of decimals, ``avg`` of integers: the same with an exact DECIMAL(38, scale) sum (floating-point sums are
   not invertible exactly: full path);
 - ``min`` / ``max``: the current extreme; a removed row at or beyond it makes the group *recomputed* from the inputs'
-  history (only the groups it touches), anything else combines old and new extremes.
+  history (only the groups it touches), anything else combines old and new extremes;
+- ``count(DISTINCT ...)``: the number of distinct values, and a second table with the row count of every (group,
+  value): a change of a value's count from 0 or to 0 moves the group's number by one, so a step reads the state, never
+  the history (Spark plans a single DISTINCT aggregate without rewriting it; several take the by-key path).
 Every group also keeps its row count, so a group whose rows were all removed disappears. A group keyed by an
 event-time window (``window(event_time, ...)``, a ``struct<start, end>`` key) that ends at or before the inputs'
 watermark is final and *leaves the state*; should a late row or a retraction touch it after all, the group is
 recomputed from the inputs' history (before and after the change), so eviction never changes the output. A global
 aggregate (no GROUP BY) has one group that always exists, as Spark gives one row over no rows. DISTINCT is an
-aggregation with no functions. Other functions (count DISTINCT, first/last, collect_*, statistics) and FILTER clauses
-take the full path. The output of a group is computed by the query's own result expressions over the group's key and
+aggregation with no functions. Other functions (other DISTINCT aggregates, first/last, collect_*, statistics), FILTER
+clauses and count(DISTINCT) by event-time window take the by-key or the full path. The output of a group is computed by the query's own result expressions over the group's key and
 values.
 """
 from __future__ import annotations
@@ -40,7 +43,7 @@ _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 class Adapter:
     """One aggregate function: which state it keeps (``kind``), its argument expressions, its result type."""
 
-    kind: str  # "count" | "sum" | "avg" | "min" | "max"
+    kind: str  # "count" | "sum" | "avg" | "min" | "max" | "count_distinct"
     args: tuple[Any, ...]  # JVM expressions over the aggregate's child output
     result_type: T.DataType
     sql: str
@@ -88,18 +91,26 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
     if found is None:
         raise Unsupported("Aggregate", "not a plain aggregation")
     grouping, aggs, results, child = found
+    keys = tuple(_unalias(cat, g) for g in grouping)
+    windows = [i for i, g in enumerate(keys) if _is_window(spark_type(g))]
     adapters = []
     for ae in aggs:
         fn = ae.aggregateFunction()
         name = cat.cls(fn)
         sql = str(ae.sql())
-        if ae.isDistinct():
-            raise Unsupported("Aggregate", f"{sql}: a DISTINCT aggregate needs every distinct value of a group")
         if ae.filter().isDefined():
             raise Unsupported("Aggregate", f"{sql}: FILTER clauses are not incremental yet")
         args = tuple(cat.items(fn.children()))
         result = spark_type(ae.resultAttribute())
-        if name == "Count":
+        if ae.isDistinct():
+            if name != "Count":
+                raise Unsupported("Aggregate", f"{sql}: a DISTINCT aggregate other than count needs every distinct "
+                                               "value of a group")
+            if windows:
+                raise Unsupported("Aggregate", f"{sql}: the per-value counts of an event-time window's groups "
+                                               "would outlive the window")
+            kind = "count_distinct"
+        elif name == "Count":
             kind = "count"
         elif name in ("Sum", "Average"):
             arg = spark_type(args[0])
@@ -113,8 +124,6 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
         else:
             raise Unsupported("Aggregate", f"{sql}: no incremental form for {name}")
         adapters.append(Adapter(kind, args, result, sql))
-    keys = tuple(_unalias(cat, g) for g in grouping)
-    windows = [i for i, g in enumerate(keys) if _is_window(spark_type(g))]
     return AggregateSpec(keys, tuple(g.toAttribute() for g in grouping),
                          tuple(adapters), tuple(ae.resultAttribute() for ae in aggs),
                          tuple(_unalias(cat, r) for r in results), child, windows[0] if windows else None)
@@ -145,6 +154,7 @@ def describe(spec: AggregateSpec) -> str:
     recompute = any(a.kind in ("min", "max") for a in spec.adapters)
     return (f"state per group ({by}): {what}" + ("; groups whose extreme is removed are recomputed" if recompute
                                                   else "")
+            + ("; a count per group and distinct value" if distinct_adapters(spec) else "")
             + ("; windows closed by the watermark leave the state" if spec.window is not None else ""))
 
 
@@ -161,20 +171,25 @@ def arguments(spec: AggregateSpec) -> list[tuple[str, Any]]:
 def state_columns(spec: AggregateSpec) -> list[str]:
     cols = [ROWS]
     for j, a in enumerate(spec.adapters):
-        cols += {"count": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"], "avg": [f"s{j}_s", f"s{j}_n"],
+        cols += {"count": [f"s{j}_n"], "count_distinct": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"], "avg": [f"s{j}_s", f"s{j}_n"],
                  "min": [f"s{j}_m"], "max": [f"s{j}_m"]}[a.kind]
     return cols
 
 
-def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Column], Column]]]:
+def contributions(spec: AggregateSpec, whole: bool = False) -> dict[str, tuple[Column, Callable[[Column], Column]]]:
     """What one changed row (arguments + ``__odf_w`` = +1/-1) contributes to each state column, and how a group's
     contributions fold: ±1 to the counts and signed values to the sums (summed), the added value to a min/max
-    (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max)."""
+    (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max), the change of a group's number of distinct
+    values (``d<j>``, :func:`value_changes`) to a count DISTINCT, or with ``whole`` (a group's rows, all added) the
+    values themselves, counted distinct."""
     w = F.col(WEIGHT)
     found: dict[str, tuple[Column, Callable[[Column], Column]]] = {ROWS: (w, F.sum)}
     for j, a in enumerate(spec.adapters):
         args = [F.col(f"a{j}_{m}") for m in range(len(a.args))]
-        if a.kind == "count":
+        if a.kind == "count_distinct":
+            found[f"s{j}_n"] = ((F.struct(*args), lambda _, args=args: F.count_distinct(*args)) if whole
+                                else (F.coalesce(F.col(f"d{j}"), F.lit(0)).cast("long"), F.sum))
+        elif a.kind == "count":
             present = args[0].isNotNull()
             for x in args[1:]:
                 present = present & x.isNotNull()
@@ -193,7 +208,7 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
 def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
     """Per group, the change of every state column over ``rows``, plus for min/max the extreme of the removed values
     (``x<j>``). One row for a global aggregate even over no rows."""
-    aggs = [fold(expr).alias(name) for name, (expr, fold) in contributions(spec).items()]
+    aggs = [fold(expr).alias(name) for name, (expr, fold) in contributions(spec, whole=True).items()]
     return rows.groupBy(*[F.col(k) for k in spec.keys]).agg(*aggs)
 
 
@@ -249,7 +264,7 @@ def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
     """States of groups computed from all their rows (a change with only added rows)."""
     cols = [F.col(k) for k in spec.keys] + [F.coalesce(F.col(ROWS), F.lit(0)).cast("long").alias(ROWS)]
     for j, a in enumerate(spec.adapters):
-        if a.kind == "count":
+        if a.kind in ("count", "count_distinct"):
             cols.append(F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n"))
         elif a.kind in ("sum", "avg"):
             cols += [F.coalesce(F.col(f"s{j}_s"), F.lit(0)).cast(a.state_type()).alias(f"s{j}_s"),
@@ -272,7 +287,7 @@ def final_values(spec: AggregateSpec, prefix: str = "") -> list[Column]:
 
     cols = []
     for j, a in enumerate(spec.adapters):
-        if a.kind == "count":
+        if a.kind in ("count", "count_distinct"):
             v = s(f"s{j}_n")
         elif a.kind == "sum":
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast(a.result_type))
@@ -292,3 +307,62 @@ def finals(spec: AggregateSpec, states: DataFrame) -> DataFrame:
 def finals_attrs(spec: AggregateSpec) -> Sequence[Any]:
     return [*spec.key_attrs, *spec.result_attrs]
 
+
+
+# -- count DISTINCT: a count per group and value ---------------------------------------------------------------------
+
+COUNT = "__odf_c"  # a value table's row count of one (group, value)
+
+
+def distinct_adapters(spec: AggregateSpec) -> list[int]:
+    """The positions of the count DISTINCT functions: each keeps a value table next to the group states."""
+    return [j for j, a in enumerate(spec.adapters) if a.kind == "count_distinct"]
+
+
+def value_columns(spec: AggregateSpec, j: int) -> list[str]:
+    """A value table's columns besides the keys and the count: the function's arguments (as :func:`arguments`)."""
+    return [f"a{j}_{m}" for m in range(len(spec.adapters[j].args))]
+
+
+def _counted(spec: AggregateSpec, j: int, rows: DataFrame) -> DataFrame:
+    """``rows`` whose arguments of function ``j`` are all non-NULL (count DISTINCT skips the others), per (group,
+    value), with the summed weight as ``__odf_c``."""
+    values = value_columns(spec, j)
+    present = F.lit(True)
+    for v in values:
+        present = present & F.col(v).isNotNull()
+    return (rows.where(present).groupBy(*[F.col(c) for c in spec.keys + values])
+            .agg(F.sum(F.col(WEIGHT)).cast("long").alias(COUNT)))
+
+
+def initial_values(spec: AggregateSpec, j: int, rows: DataFrame) -> DataFrame:
+    """A value table from a group's rows (arguments + ``__odf_w`` = 1)."""
+    return _counted(spec, j, rows)
+
+
+def value_changes(spec: AggregateSpec, j: int, old: DataFrame, rows: DataFrame) -> DataFrame:
+    """A value table updated by changed rows, as one aggregation over the union of both (as :func:`update`): per
+    (group, value) its new count ``__odf_c``, its old one ``o___odf_c`` and whether the change touched it. Feed it to
+    :func:`values_after` and :func:`distinct_changes`."""
+    cols = [F.col(c) for c in spec.keys + value_columns(spec, j)]
+    new_rows = _counted(spec, j, rows).select(*cols, F.col(COUNT), F.lit(None).cast("long").alias(f"o_{COUNT}"),
+                                              F.lit(0).alias(OLD))
+    old_rows = old.select(*cols, F.col(COUNT), F.col(COUNT).alias(f"o_{COUNT}"), F.lit(1).alias(OLD))
+    return (old_rows.unionByName(new_rows).groupBy(*cols)
+            .agg(F.sum(COUNT).alias(COUNT), F.max(f"o_{COUNT}").alias(f"o_{COUNT}"),
+                 (F.min(OLD) == 0).alias(TOUCHED)))
+
+
+def values_after(spec: AggregateSpec, j: int, changed: DataFrame) -> DataFrame:
+    """The new value table: the (group, value) pairs that still have rows."""
+    return changed.where(F.col(COUNT) > 0).select(*[F.col(c) for c in spec.keys + value_columns(spec, j)],
+                                                  F.col(COUNT))
+
+
+def distinct_changes(spec: AggregateSpec, j: int, changed: DataFrame) -> DataFrame:
+    """Per group, the change of its number of distinct values (``d<j>``): +1 per value whose count left 0, -1 per
+    value whose count fell to 0. A row of :func:`update`'s changed rows with weight 0 and no arguments."""
+    now = (F.col(COUNT) > 0).cast("long")
+    was = (F.coalesce(F.col(f"o_{COUNT}"), F.lit(0)) > 0).cast("long")
+    return (changed.where(F.col(TOUCHED) & (now != was)).groupBy(*[F.col(k) for k in spec.keys])
+            .agg(F.sum(now - was).alias(f"d{j}")).withColumn(WEIGHT, F.lit(0).cast("long")))
