@@ -539,7 +539,8 @@ def test_a_count_distinct_checkpoint_without_value_counts_is_rebuilt_once(spark,
     coord.step(Txn({"a": 2, "b": 1}))
     diags = [r.diagnostics for r in coord.result.responses]
     assert [d["path"] for d in diags] == ["rebuild", "rebuild", "incremental"]
-    assert any("no state table aggregate:root " in w and "rebuilt" in w for w in diags[1]["warnings"]), diags[1]["warnings"]
+    warnings = diags[1]["warnings"]
+    assert any("no state table aggregate:root " in w and "rebuilt" in w for w in warnings), warnings
     assert diags[2]["stateRows"] > 0
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
 

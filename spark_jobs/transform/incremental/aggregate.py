@@ -11,15 +11,16 @@ Each aggregate function keeps what makes its value computable from a change of i
   history (only the groups it touches), anything else combines old and new extremes;
 - ``count(DISTINCT ...)``: the number of distinct values, and a second table with the row count of every (group,
   value): a change of a value's count from 0 or to 0 moves the group's number by one, so a step reads the state, never
-  the history (Spark plans a single DISTINCT aggregate without rewriting it; several take the by-key path).
+  the history (Spark plans DISTINCT aggregates over one column set as they are; over several, it rewrites them with
+  an Expand, which takes the by-key path).
 Every group also keeps its row count, so a group whose rows were all removed disappears. A group keyed by an
 event-time window (``window(event_time, ...)``, a ``struct<start, end>`` key) that ends at or before the inputs'
 watermark is final and *leaves the state*; should a late row or a retraction touch it after all, the group is
 recomputed from the inputs' history (before and after the change), so eviction never changes the output. A global
 aggregate (no GROUP BY) has one group that always exists, as Spark gives one row over no rows. DISTINCT is an
 aggregation with no functions. Other functions (other DISTINCT aggregates, first/last, collect_*, statistics), FILTER
-clauses and count(DISTINCT) by event-time window take the by-key or the full path. The output of a group is computed by the query's own result expressions over the group's key and
-values.
+clauses and count(DISTINCT) by event-time window take the by-key or the full path. The output of a group is computed
+by the query's own result expressions over the group's key and values.
 """
 from __future__ import annotations
 
@@ -171,7 +172,8 @@ def arguments(spec: AggregateSpec) -> list[tuple[str, Any]]:
 def state_columns(spec: AggregateSpec) -> list[str]:
     cols = [ROWS]
     for j, a in enumerate(spec.adapters):
-        cols += {"count": [f"s{j}_n"], "count_distinct": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"], "avg": [f"s{j}_s", f"s{j}_n"],
+        cols += {"count": [f"s{j}_n"], "count_distinct": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"],
+                 "avg": [f"s{j}_s", f"s{j}_n"],
                  "min": [f"s{j}_m"], "max": [f"s{j}_m"]}[a.kind]
     return cols
 
