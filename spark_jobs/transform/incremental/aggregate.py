@@ -178,19 +178,17 @@ def state_columns(spec: AggregateSpec) -> list[str]:
     return cols
 
 
-def contributions(spec: AggregateSpec, whole: bool = False) -> dict[str, tuple[Column, Callable[[Column], Column]]]:
+def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Column], Column]]]:
     """What one changed row (arguments + ``__odf_w`` = +1/-1) contributes to each state column, and how a group's
     contributions fold: ±1 to the counts and signed values to the sums (summed), the added value to a min/max
-    (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max), the change of a group's number of distinct
-    values (``d<j>``, :func:`value_changes`) to a count DISTINCT, or with ``whole`` (a group's rows, all added) the
-    values themselves, counted distinct."""
+    (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max), and the change of a group's number of
+    distinct values (``d<j>``, :func:`distinct_changes`) to a count DISTINCT (summed)."""
     w = F.col(WEIGHT)
     found: dict[str, tuple[Column, Callable[[Column], Column]]] = {ROWS: (w, F.sum)}
     for j, a in enumerate(spec.adapters):
         args = [F.col(f"a{j}_{m}") for m in range(len(a.args))]
         if a.kind == "count_distinct":
-            found[f"s{j}_n"] = ((F.struct(*args), lambda _, args=args: F.count_distinct(*args)) if whole
-                                else (F.coalesce(F.col(f"d{j}"), F.lit(0)).cast("long"), F.sum))
+            found[f"s{j}_n"] = (F.coalesce(F.col(f"d{j}"), F.lit(0)).cast("long"), F.sum)
         elif a.kind == "count":
             present = args[0].isNotNull()
             for x in args[1:]:
@@ -208,10 +206,13 @@ def contributions(spec: AggregateSpec, whole: bool = False) -> dict[str, tuple[C
 
 
 def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
-    """Per group, the change of every state column over ``rows``, plus for min/max the extreme of the removed values
-    (``x<j>``). One row for a global aggregate even over no rows."""
-    aggs = [fold(expr).alias(name) for name, (expr, fold) in contributions(spec, whole=True).items()]
-    return rows.groupBy(*[F.col(k) for k in spec.keys]).agg(*aggs)
+    """Per group, the change of every state column over ``rows`` (all added: a group's rows), plus for min/max the
+    extreme of the removed values (``x<j>``); a count DISTINCT counts the distinct values themselves. One row for a
+    global aggregate even over no rows."""
+    folded = {name: fold(expr) for name, (expr, fold) in contributions(spec).items()}
+    for j in distinct_adapters(spec):
+        folded[f"s{j}_n"] = F.count_distinct(*[F.col(c) for c in value_columns(spec, j)])
+    return rows.groupBy(*[F.col(k) for k in spec.keys]).agg(*[v.alias(name) for name, v in folded.items()])
 
 
 OLD = "__odf_old"  # 1 on the rows of the old states in :func:`update`'s union, 0 on the changed rows
