@@ -208,7 +208,7 @@ def initial_states(step: Step, op: Op) -> dict[str, DataFrame]:
     states = aggregate.initial(op.spec, aggregate.changes(op.spec, rows))
     closed = aggregate.closed(op.spec, step.evict)
     return {op.id: states if closed is None else states.where(~closed),
-            **{values_table(op.id, j): aggregate.initial_values(op.spec, j, rows) for j in values}}
+            **{values_table(op.id, j): aggregate.value_counts(op.spec, j, rows) for j in values}}
 
 
 def _recomputed(step: Step, op: Op, groups: DataFrame, old: bool = False) -> DataFrame:

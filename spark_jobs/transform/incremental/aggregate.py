@@ -327,9 +327,9 @@ def value_columns(spec: AggregateSpec, j: int) -> list[str]:
     return [f"a{j}_{m}" for m in range(len(spec.adapters[j].args))]
 
 
-def _counted(spec: AggregateSpec, j: int, rows: DataFrame) -> DataFrame:
+def value_counts(spec: AggregateSpec, j: int, rows: DataFrame) -> DataFrame:
     """``rows`` whose arguments of function ``j`` are all non-NULL (count DISTINCT skips the others), per (group,
-    value), with the summed weight as ``__odf_c``."""
+    value), with the summed weight as ``__odf_c``: over a group's rows (weight 1), its value table."""
     values = value_columns(spec, j)
     present = F.lit(True)
     for v in values:
@@ -338,17 +338,12 @@ def _counted(spec: AggregateSpec, j: int, rows: DataFrame) -> DataFrame:
             .agg(F.sum(F.col(WEIGHT)).cast("long").alias(COUNT)))
 
 
-def initial_values(spec: AggregateSpec, j: int, rows: DataFrame) -> DataFrame:
-    """A value table from a group's rows (arguments + ``__odf_w`` = 1)."""
-    return _counted(spec, j, rows)
-
-
 def value_changes(spec: AggregateSpec, j: int, old: DataFrame, rows: DataFrame) -> DataFrame:
     """A value table updated by changed rows, as one aggregation over the union of both (as :func:`update`): per
     (group, value) its new count ``__odf_c``, its old one ``o___odf_c`` and whether the change touched it. Feed it to
     :func:`values_after` and :func:`distinct_changes`."""
     cols = [F.col(c) for c in spec.keys + value_columns(spec, j)]
-    new_rows = _counted(spec, j, rows).select(*cols, F.col(COUNT), F.lit(None).cast("long").alias(f"o_{COUNT}"),
+    new_rows = value_counts(spec, j, rows).select(*cols, F.col(COUNT), F.lit(None).cast("long").alias(f"o_{COUNT}"),
                                               F.lit(0).alias(OLD))
     old_rows = old.select(*cols, F.col(COUNT), F.col(COUNT).alias(f"o_{COUNT}"), F.lit(1).alias(OLD))
     return (old_rows.unionByName(new_rows).groupBy(*cols)
