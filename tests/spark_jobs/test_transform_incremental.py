@@ -46,6 +46,9 @@ def steps(*queries: tuple[str | None, str]) -> dict:
             "queries": [{"query": q} if alias is None else {"alias": alias, "query": q} for alias, q in queries]}
 
 
+# an ordering with one value per distinct row (event time, k, x): rows tied at it are equal rows
+SEQ = "unix_micros(event_time) * 1000 + coalesce(ascii(k), 0) % 10 * 100 + coalesce(x, -6) + 6"
+
 # name -> (transform, inputs read as raw changelog); every one of them takes the incremental path
 FAMILIES = {
     "aggregates": (sql("SELECT k, count(*) AS n, count(x) AS nx, sum(x) AS s, avg(x) AS a, min(x) AS lo, "
@@ -74,12 +77,23 @@ FAMILIES = {
     "count_distinct_nested": (steps(
         ("per_k", "SELECT k, count(DISTINCT x % 3) AS nd, max(event_time) AS et FROM a GROUP BY k"),
         (None, "SELECT max(et) AS event_time, nd, count(DISTINCT et) AS nt FROM per_k GROUP BY nd")), ()),
+    # max_by/min_by: the extreme ordering and the values at it; a removed extreme recomputes the group. Spark's pick
+    # among rows tied at the extreme depends on their order (test_tied_extremes_recompute_the_group), so these order
+    # by SEQ, one value per distinct row
+    "latest_by_window": (sql("SELECT window.start AS event_time, k, max_by(x, seq) AS last_x, "
+                             "min_by(x, seq) AS first_x, count(*) AS n FROM (SELECT *, " + SEQ + " AS seq FROM a) "
+                             "GROUP BY window(event_time, '30 minutes'), k"), ()),
+    "extreme_by_global": (sql("SELECT coalesce(max(event_time), TIMESTAMP'2024-01-01 00:00:00Z') AS event_time, "
+                              "max_by(x, seq) AS top, "
+                              "min_by(k, CAST(seq AS DECIMAL(20, 0))) AS bottom FROM (SELECT *, " + SEQ + " AS seq "
+                              "FROM a)"), ()),
+    "count_distinct_first_last": (sql(
+        "SELECT k, count(DISTINCT x) AS nd, max_by(x, seq) AS last_x, min_by(x, seq) AS first_x, "
+        "max(event_time) AS event_time FROM (SELECT *, " + SEQ + " AS seq FROM a) GROUP BY k"), ()),
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
     "count_distinct_by_window": (sql("SELECT window.start AS event_time, count(DISTINCT x) AS nd, count(*) AS n "
                                      "FROM a GROUP BY window(event_time, '30 minutes')"), ()),
-    "count_distinct_first_last": (sql(
-        "SELECT k, count(DISTINCT x) AS nd, max_by(x, event_time) AS last_x, min_by(x, event_time) AS first_x, "
-        "max(event_time) AS event_time FROM a GROUP BY k"), ()),
+
     "window": (sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time, x "
                    "ROWS UNBOUNDED PRECEDING) AS running, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a"), ()),
     # a running state per partition (spark_jobs.transform.incremental.running); late rows recompute the partition
@@ -250,6 +264,49 @@ def test_count_distinct_counts_each_value_and_reads_no_history(spark, tmp_path):
     for a, b in zip(inc.result.slices, full.result.slices, strict=True):
         assert a.equals(b), (a.to_pylist(), b.to_pylist())
     assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
+
+
+def test_tied_extremes_recompute_the_group(spark, tmp_path):
+    """max_by/min_by keep the extreme ordering and the largest and smallest value at it: a later row replaces them
+    (a step reads no history), a removed extreme recomputes the group, and so do rows tied at the extreme with
+    different values, whose value is Spark's own pick (it depends on the rows' order); a group left untouched keeps
+    that pick, and once the tie is gone the value is the batch query's again."""
+    transform = sql("SELECT k, max_by(x, event_time) AS last_x, min_by(x, event_time) AS first_x, "
+                    "max(event_time) AS event_time FROM a GROUP BY k")
+    history = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(1), ("q", 5)),
+               Event(OP_APPEND, minutes(2), ("p", 2)),  # p's latest: no history read
+               Event(OP_APPEND, minutes(2), ("p", 3)),  # tied with p's 2 at minute 2: recomputed
+               Event(OP_APPEND, minutes(3), ("q", 6)),  # p untouched keeps Spark's pick
+               Event(R, minutes(2), ("p", 3)),  # the tie is gone with the extreme: recomputed, 2
+               Event(OP_APPEND, minutes(0), ("p", None))]  # p's earliest becomes NULL (a value like any other)
+    split = [Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 1})]
+    inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 5
+    assert [d["slice"] for d in diags] == [None, "per group", "netted", "per group", "netted", "per group"], diags
+    assert [d.get("history") is None for d in diags[1:]] == [True, False, True, False, True], diags
+    latest = [{r["k"]: (r["last_x"], r["first_x"]) for r in t.to_pylist() if r["op"] in (OP_APPEND, OP_CORRECT_TO)}
+              for t in inc.result.slices]
+    assert latest[:2] == [{"p": (1, 1), "q": (5, 5)}, {"p": (2, 1)}], latest
+    assert latest[2] in ({"p": (3, 1)}, {}), latest  # Spark's pick between 2 and 3: 3, or 2 (no change)
+    assert latest[3:] == [{"q": (6, 5)}, {"p": (2, 1)} if latest[2] else {}, {"p": (2, None)}], latest
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
+    explained = diags[0]["operators"]
+    assert ("Aggregate", "incremental") in explained, explained
+
+
+def test_a_global_aggregate_whose_rows_are_all_removed_gives_sparks_row_over_no_rows(spark, tmp_path):
+    """A global aggregate's one group outlives its rows: when a step removes the rows it adds and the rest, its
+    min/max_by are recomputed (as NULL), not left at the extreme of the step's added rows."""
+    transform = sql("SELECT coalesce(max(event_time), TIMESTAMP'2024-01-01 00:00:00Z') AS event_time, count(*) AS n, "
+                    "min(x) AS lo, max_by(k, x) AS top FROM a")
+    history = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(2), ("q", 2)),
+               Event(R, minutes(2), ("q", 2)), Event(R, minutes(1), ("p", 1))]
+    for split in ([Txn({"a": 0}), Txn({"a": 4})], [Txn({"a": 1}), Txn({"a": 3})]):
+        inc = _run(spark, tmp_path / str(len(split[0].rows) + split[0].rows["a"]), transform,
+                   [InputSpec("a", DATA, history)], split)
+        assert [r.diagnostics["path"] for r in inc.result.responses] == ["rebuild", "incremental"]
+        assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs), split
 
 
 def test_a_top_aggregate_writes_each_groups_old_and_new_row(spark, tmp_path):
@@ -633,6 +690,13 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     two = explain("SELECT k, count(DISTINCT x) AS nx, count(DISTINCT event_time) AS nt, max(event_time) AS "
                   "event_time FROM a GROUP BY k")
     assert "count per group and distinct value" not in " ".join(o.detail for o in two.operators), two.operators
+    latest = explain("SELECT k, max_by(x, event_time) AS last_x, max(event_time) AS event_time FROM a GROUP BY k")
+    assert latest.operators[0].path == "incremental", latest.operators
+    assert "max_by(a.x, a.event_time)" in latest.operators[0].detail and "(a tie)" in latest.operators[0].detail
+    by_text = explain("SELECT k, max_by(x, CAST(x AS STRING)) AS top, max(event_time) AS event_time FROM a "
+                      "GROUP BY k")
+    assert by_text.operators[0].path == "incremental", by_text.operators  # by key: its groups are recomputed
+    assert "ties at the extreme of a string ordering cannot be told apart" in by_text.operators[0].detail
     window = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
     assert window.path == "incremental" and window.operators[1].operator == "Window", window.operators
     assert "running state per partition (1 key(s)): RANK()" in window.operators[1].detail

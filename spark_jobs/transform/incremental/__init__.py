@@ -242,7 +242,8 @@ def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], chan
             deltas.append(aggregate.distinct_changes(spec, j, counted))
         for d in deltas:
             rows = rows.unionByName(d, allowMissingColumns=True)
-    recompute = F.col(aggregate.RECOMPUTE) & (F.col(aggregate.ROWS) > 0)
+    # a group left without rows is gone, unless it is a global aggregate's one group (then it is recomputed too)
+    recompute = F.col(aggregate.RECOMPUTE) & aggregate.alive(spec)
     # a change to a group whose window closed and left the state: the group is recomputed, before and after
     closed = aggregate.closed(spec, step.evicted)
     revive = F.lit(False) if closed is None else (F.col(aggregate.PRESENT) == 0) & closed

@@ -12,15 +12,21 @@ Each aggregate function keeps what makes its value computable from a change of i
 - ``count(DISTINCT ...)``: the number of distinct values, and a second table with the row count of every (group,
   value): a change of a value's count from 0 or to 0 moves the group's number by one, so a step reads the state, never
   the history (Spark plans DISTINCT aggregates over one column set as they are; over several, it rewrites them with
-  an Expand, which takes the by-key path).
+  an Expand, which takes the by-key path);
+- ``max_by(v, o)`` / ``min_by(v, o)`` (the latest / earliest value by event time): the extreme ``o`` with the largest
+  and the smallest ``v`` among the rows at it, and the value Spark picked. Rows at a new extreme replace the pair, a
+  removed row at or beyond the extreme makes the group recomputed, as for min/max; so does a group whose rows at the
+  extreme have different values (a *tie*: Spark's pick among them depends on the rows' order, so only its own
+  function over the group's rows gives it).
 Every group also keeps its row count, so a group whose rows were all removed disappears. A group keyed by an
 event-time window (``window(event_time, ...)``, a ``struct<start, end>`` key) that ends at or before the inputs'
 watermark is final and *leaves the state*; should a late row or a retraction touch it after all, the group is
 recomputed from the inputs' history (before and after the change), so eviction never changes the output. A global
 aggregate (no GROUP BY) has one group that always exists, as Spark gives one row over no rows. DISTINCT is an
 aggregation with no functions. Other functions (other DISTINCT aggregates, first/last, collect_*, statistics), FILTER
-clauses and count(DISTINCT) by event-time window take the by-key or the full path. The output of a group is computed
-by the query's own result expressions over the group's key and values.
+clauses, count(DISTINCT) by event-time window and max_by/min_by by a string or floating-point ordering take the
+by-key or the full path. The output of a group is computed by the query's own result expressions over the group's key
+and values.
 """
 from __future__ import annotations
 
@@ -34,18 +40,21 @@ from pyspark.sql import types as T
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.frames import WEIGHT, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
+from spark_jobs.transform.inputs import orderable
 
 ROWS = "__odf_rows"  # rows of a group (the group exists while > 0)
 PRESENT = "__odf_present"
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+# orderings of max_by/min_by whose order :func:`_reversed` turns around exactly
+_REVERSIBLE = (*_INTEGRAL, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType)
 
 
 @dataclass(frozen=True)
 class Adapter:
     """One aggregate function: which state it keeps (``kind``), its argument expressions, its result type."""
 
-    kind: str  # "count" | "sum" | "avg" | "min" | "max" | "count_distinct"
-    args: tuple[Any, ...]  # JVM expressions over the aggregate's child output
+    kind: str  # "count" | "sum" | "avg" | "min" | "max" | "count_distinct" | "max_by" | "min_by"
+    args: tuple[Any, ...]  # JVM expressions over the aggregate's child output (max_by/min_by: value, ordering)
     result_type: T.DataType
     sql: str
 
@@ -122,6 +131,15 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
             args = args[:1]
         elif name in ("Min", "Max"):
             kind = name.lower()
+        elif name in ("MaxBy", "MinBy"):
+            kind = name[:3].lower() + "_by"
+            value, order = (spark_type(a) for a in args)
+            if not isinstance(order, _REVERSIBLE):
+                raise Unsupported("Aggregate", f"{sql}: ties at the extreme of a {order.simpleString()} ordering "
+                                               "cannot be told apart from its state")
+            if not orderable(value):
+                raise Unsupported("Aggregate", f"{sql}: ties between {value.simpleString()} values cannot be told "
+                                               "apart from its state")
         else:
             raise Unsupported("Aggregate", f"{sql}: no incremental form for {name}")
         adapters.append(Adapter(kind, args, result, sql))
@@ -152,9 +170,11 @@ def closed(spec: AggregateSpec, through_us: int | None) -> Column | None:
 def describe(spec: AggregateSpec) -> str:
     what = ", ".join(a.sql for a in spec.adapters) or "DISTINCT"
     by = f"{len(spec.grouping)} key(s)" if spec.grouping else "no key (one group)"
-    recompute = any(a.kind in ("min", "max") for a in spec.adapters)
-    return (f"state per group ({by}): {what}" + ("; groups whose extreme is removed are recomputed" if recompute
-                                                  else "")
+    recompute = any(a.kind in _EXTREMES for a in spec.adapters)
+    ties = any(a.kind in _BY for a in spec.adapters)
+    return (f"state per group ({by}): {what}"
+            + ("; groups whose extreme is removed are recomputed" if recompute else "")
+            + ("; so are groups whose rows at the extreme ordering have different values (a tie)" if ties else "")
             + ("; a count per group and distinct value" if distinct_adapters(spec) else "")
             + ("; windows closed by the watermark leave the state" if spec.window is not None else ""))
 
@@ -174,15 +194,35 @@ def state_columns(spec: AggregateSpec) -> list[str]:
     for j, a in enumerate(spec.adapters):
         cols += {"count": [f"s{j}_n"], "count_distinct": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"],
                  "avg": [f"s{j}_s", f"s{j}_n"],
-                 "min": [f"s{j}_m"], "max": [f"s{j}_m"]}[a.kind]
+                 "min": [f"s{j}_m"], "max": [f"s{j}_m"],
+                 "max_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"], "min_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"]}[a.kind]
     return cols
+
+
+_EXTREMES = ("min", "max", "max_by", "min_by")  # functions whose removed extreme recomputes a group
+_BY = ("max_by", "min_by")
+
+
+def _reversed(order: Column, t: T.DataType) -> Column:
+    """An ordering value mapped so that the order of the values is turned around, exactly (no overflow)."""
+    if isinstance(t, (T.TimestampType, T.TimestampNTZType)):  # the session is in UTC: wall-clock micros are exact
+        order = F.unix_micros(order.cast(T.TimestampType()))
+    elif isinstance(t, T.DateType):
+        order = F.unix_date(order)
+    elif isinstance(t, T.DecimalType):
+        return -order
+    return F.bitwise_not(order)  # ~x = -x - 1 turns the order of two's-complement integers around
 
 
 def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Column], Column]]]:
     """What one changed row (arguments + ``__odf_w`` = +1/-1) contributes to each state column, and how a group's
     contributions fold: ±1 to the counts and signed values to the sums (summed), the added value to a min/max
     (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max), and the change of a group's number of
-    distinct values (``d<j>``, :func:`distinct_changes`) to a count DISTINCT (summed)."""
+    distinct values (``d<j>``, :func:`distinct_changes`) to a count DISTINCT (summed). A max_by/min_by contributes
+    its added (ordering, value) pair to ``s<j>_m`` (folded by max/min: the extreme ordering, then the largest/smallest
+    value at it), the pair with its ordering turned around to ``s<j>_l`` (folded the other way: the same extreme, the
+    other end of the values at it) and its removed ordering to ``x<j>``; its value ``s<j>_v`` is not folded (see
+    :func:`update` and :func:`changes`)."""
     w = F.col(WEIGHT)
     found: dict[str, tuple[Column, Callable[[Column], Column]]] = {ROWS: (w, F.sum)}
     for j, a in enumerate(spec.adapters):
@@ -198,6 +238,14 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
             v = args[0].cast(a.state_type())
             found[f"s{j}_s"] = (F.when(w > 0, v).otherwise(-v).cast(a.state_type()), F.sum)
             found[f"s{j}_n"] = (F.when(args[0].isNotNull(), w).otherwise(0), F.sum)
+        elif a.kind in _BY:
+            value, order = args
+            pick, other = (F.max, F.min) if a.kind == "max_by" else (F.min, F.max)
+            added = (w > 0) & order.isNotNull()  # Spark's max_by/min_by skip rows without an ordering
+            back = _reversed(order, spark_type(a.args[1]))
+            found[f"s{j}_m"] = (F.when(added, F.struct(order.alias("o"), value.alias("v"))), pick)
+            found[f"s{j}_l"] = (F.when(added, F.struct(back.alias("o"), value.alias("v"))), other)
+            found[f"x{j}"] = (F.when(w < 0, order), pick)
         else:
             pick = F.min if a.kind == "min" else F.max
             found[f"s{j}_m"] = (F.when(w > 0, args[0]), pick)
@@ -207,11 +255,15 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
 
 def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
     """Per group, the change of every state column over ``rows`` (all added: a group's rows), plus for min/max the
-    extreme of the removed values (``x<j>``); a count DISTINCT counts the distinct values themselves. One row for a
-    global aggregate even over no rows."""
+    extreme of the removed values (``x<j>``); a count DISTINCT counts the distinct values themselves, and a
+    max_by/min_by's value is Spark's own function over the rows (its pick among tied rows). One row for a global
+    aggregate even over no rows."""
     folded = {name: fold(expr) for name, (expr, fold) in contributions(spec).items()}
     for j in distinct_adapters(spec):
         folded[f"s{j}_n"] = F.count_distinct(*[F.col(c) for c in value_columns(spec, j)])
+    for j, a in enumerate(spec.adapters):
+        if a.kind in _BY:
+            folded[f"s{j}_v"] = (F.max_by if a.kind == "max_by" else F.min_by)(F.col(f"a{j}_0"), F.col(f"a{j}_1"))
     return rows.groupBy(*[F.col(k) for k in spec.keys]).agg(*[v.alias(name) for name, v in folded.items()])
 
 
@@ -226,7 +278,8 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
     no join, and Spark aggregates each side partially before its one shuffle. Every group gets ``__odf_present``
     (1 when it existed before), ``__odf_touched``, ``__odf_recompute`` (a removed value reached the old extreme), the
     new state columns, and the old ones prefixed ``o_`` (the group's output before the change is computed from
-    them, without reading the old states again)."""
+    them, without reading the old states again). A max_by/min_by's new value is the one at the folded extreme: a
+    group where it could be another (a tie) is recomputed."""
     state = state_columns(spec)
     found = contributions(spec)
     change = {name: expr for name, (expr, _) in found.items()}
@@ -235,6 +288,7 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
     parts = list(change)
     types = {f.name: f.dataType for f in old.schema.fields}
     types.update({f"x{j}": types[f"s{j}_m"] for j, a in enumerate(spec.adapters) if a.kind in ("min", "max")})
+    types.update({f"x{j}": spark_type(a.args[1]) for j, a in enumerate(spec.adapters) if a.kind in _BY})
     keys = [F.col(k) for k in spec.keys]
     new_rows = rows.select(*keys, F.lit(0).alias(OLD), *[change[c].cast(types[c]).alias(c) for c in parts],
                            *[F.lit(None).cast(types[c]).alias(f"o_{c}") for c in state])
@@ -245,16 +299,24 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
                           *[fold(F.col(name)).alias(name) for name, (_, fold) in found.items()]]
     aggs += [F.max(f"o_{c}").alias(f"o_{c}") for c in state]  # one old row per group: its values
     grouped = both.groupBy(*keys).agg(*aggs)
+    touched = F.coalesce(F.col("__odf_min_old"), F.lit(1)) == 0
     recompute: Column = F.lit(False)
+    values: dict[str, Column] = {c: F.col(c) for c in state}
     for j, a in enumerate(spec.adapters):
-        if a.kind in ("min", "max"):
+        if a.kind in _EXTREMES:
             x, om = F.col(f"x{j}"), F.col(f"o_s{j}_m")
-            reached = (x <= om) if a.kind == "min" else (x >= om)
+            if a.kind in _BY:
+                om = om.getField("o")
+                m, low = F.col(f"s{j}_m"), F.col(f"s{j}_l")
+                # an untouched group keeps its value: Spark's pick, should its rows be tied
+                values[f"s{j}_v"] = F.when(touched, m.getField("v")).otherwise(F.col(f"o_s{j}_v"))
+                tie = m.isNotNull() & ~m.getField("v").eqNullSafe(low.getField("v"))
+                recompute = recompute | (touched & tie)
+            reached = (x <= om) if a.kind in ("min", "min_by") else (x >= om)
             recompute = recompute | (x.isNotNull() & (om.isNull() | reached))
     return grouped.select(*keys, F.coalesce(F.col(PRESENT), F.lit(0)).alias(PRESENT),
-                          (F.coalesce(F.col("__odf_min_old"), F.lit(1)) == 0).alias(TOUCHED),
-                          *[F.col(c) for c in state], *[F.col(f"o_{c}") for c in state],
-                          recompute.alias(RECOMPUTE))
+                          touched.alias(TOUCHED), *[v.alias(c) for c, v in values.items()],
+                          *[F.col(f"o_{c}") for c in state], recompute.alias(RECOMPUTE))
 
 
 def old_states(spec: AggregateSpec, updated: DataFrame) -> DataFrame:
@@ -272,6 +334,8 @@ def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
         elif a.kind in ("sum", "avg"):
             cols += [F.coalesce(F.col(f"s{j}_s"), F.lit(0)).cast(a.state_type()).alias(f"s{j}_s"),
                      F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n")]
+        elif a.kind in _BY:
+            cols += [F.col(f"s{j}_m"), F.col(f"s{j}_l"), F.col(f"s{j}_v")]
         else:
             cols.append(F.col(f"s{j}_m"))
     return change.select(*cols)
@@ -296,6 +360,8 @@ def final_values(spec: AggregateSpec, prefix: str = "") -> list[Column]:
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast(a.result_type))
         elif a.kind == "avg":
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast("double") / s(f"s{j}_n").cast("double"))
+        elif a.kind in _BY:
+            v = s(f"s{j}_v")
         else:
             v = s(f"s{j}_m")
         cols.append(v.cast(a.result_type).alias(f"f{j}"))

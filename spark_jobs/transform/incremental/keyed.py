@@ -1,6 +1,6 @@
 """Operators whose output rows for a key depend only on their input rows of that key: window functions (the
 PARTITION BY key), equi-joins (the join key) and aggregations whose functions keep no invertible state (count
-DISTINCT, first/last, max_by, collect_*, percentiles...: the GROUP BY key).
+DISTINCT over several column sets, first/last, collect_*, percentiles...: the GROUP BY key).
 
 They keep no state of their own. A step changes one child at a time (the others held at their old or new rows, so
 the parts add up to the whole change) and for each changed child either
