@@ -74,6 +74,11 @@ FAMILIES = {
                            "max(event_time) AS event_time FROM a GROUP BY k"), ()),
     "count_distinct_global": (sql("SELECT coalesce(max(event_time), TIMESTAMP'2024-01-01 00:00:00Z') AS event_time, "
                                   "count(DISTINCT k, x) AS nd, sum(x) AS s FROM a"), ()),
+    "sum_distinct": (sql("SELECT k, sum(DISTINCT x) AS sd, avg(DISTINCT x) AS ad, count(DISTINCT x) AS nd, "
+                         "sum(DISTINCT CAST(x AS DECIMAL(5, 1))) AS dd, max(event_time) AS event_time FROM a "
+                         "GROUP BY k"), ()),
+    "sum_distinct_global": (sql("SELECT coalesce(max(event_time), TIMESTAMP'2024-01-01 00:00:00Z') AS event_time, "
+                                "avg(DISTINCT x) AS ad, count(*) AS n FROM a"), ()),
     "count_distinct_nested": (steps(
         ("per_k", "SELECT k, count(DISTINCT x % 3) AS nd, max(event_time) AS et FROM a GROUP BY k"),
         (None, "SELECT max(et) AS event_time, nd, count(DISTINCT et) AS nt FROM per_k GROUP BY nd")), ()),
@@ -240,7 +245,7 @@ def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
 def test_count_distinct_counts_each_value_and_reads_no_history(spark, tmp_path):
     """count(DISTINCT x) keeps a row count per (group, value) in the checkpoint: a step reads no history, a value
     leaves a group's number when its last row is retracted or corrected away (not before), and the slices are the
-    full path's bytes."""
+    full path's bytes. sum/avg(DISTINCT x) keep the same counts."""
     transform = sql("SELECT k, count(DISTINCT x) AS nd, max(event_time) AS event_time FROM a GROUP BY k")
     history = [Event(OP_APPEND, minutes(1), ("p", 3)), Event(OP_APPEND, minutes(2), ("p", 3)),
                Event(OP_APPEND, minutes(3), ("p", None)), Event(OP_APPEND, minutes(4), ("q", 1)),
@@ -264,6 +269,15 @@ def test_count_distinct_counts_each_value_and_reads_no_history(spark, tmp_path):
     for a, b in zip(inc.result.slices, full.result.slices, strict=True):
         assert a.equals(b), (a.to_pylist(), b.to_pylist())
     assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
+    # sum/avg DISTINCT: the same value table; a value joining or leaving a group adds or takes off its value
+    sums = sql("SELECT k, sum(DISTINCT x) AS sd, avg(DISTINCT x) AS ad, max(event_time) AS event_time FROM a "
+               "GROUP BY k")
+    inc = _run(spark, tmp_path / "sums", sums, [InputSpec("a", DATA, history)], split)
+    assert all(r.diagnostics.get("history") is None for r in inc.result.responses[1:])
+    sd = [{r["k"]: (r["sd"], r["ad"]) for r in t.to_pylist() if r["op"] in (OP_APPEND, OP_CORRECT_TO)}
+          for t in inc.result.slices]
+    assert sd == [{"p": (3, 3.0), "q": (6, 3.0)}, {"p": (7, 3.5)}, {"p": (4, 4.0)}, {"q": (8, 8 / 3)}], sd
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, sums, inc.inputs)
 
 
 def test_tied_extremes_recompute_the_group(spark, tmp_path):
@@ -639,7 +653,8 @@ def test_a_changed_query_rebuilds_the_state(spark, tmp_path):
 @pytest.mark.parametrize("query, operator, why", [
     ("SELECT a.event_time, a.k, b.x FROM a FULL JOIN b ON a.x < b.x", "Join", "without equality keys"),
     ("SELECT event_time, k, sum(x) OVER (ORDER BY event_time) AS run FROM a", "Window", "without PARTITION BY"),
-    ("SELECT sum(DISTINCT x) AS n, max(event_time) AS event_time FROM a", "Aggregate", "DISTINCT aggregate"),
+    ("SELECT stddev(DISTINCT x) AS n, max(event_time) AS event_time FROM a", "Aggregate",
+     "no incremental form for a DISTINCT StddevSamp"),
     ("SELECT sum(CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a", "Aggregate", "floating-point"),
     ("SELECT event_time, k FROM (SELECT * FROM a ORDER BY x LIMIT 3)", "GlobalLimit", "LIMIT"),
     ("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a WHERE offset > 2 GROUP BY k", "Filter",
@@ -686,6 +701,9 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     aggregates = [o for o in distinct.operators if o.operator == "Aggregate"]
     assert len(aggregates) == 2 and all(o.path == "incremental" and "count per group and distinct value" in o.detail
                                         for o in aggregates), [o.detail for o in distinct.operators]
+    sums = explain("SELECT k, sum(DISTINCT x) AS sd, avg(DISTINCT x) AS ad, max(event_time) AS event_time FROM a "
+                   "GROUP BY k")
+    assert "count per group and distinct value" in sums.operators[0].detail, sums.operators
     # two DISTINCT aggregates over different columns: Spark rewrites them (Expand): the touched keys are recomputed
     two = explain("SELECT k, count(DISTINCT x) AS nx, count(DISTINCT event_time) AS nt, max(event_time) AS "
                   "event_time FROM a GROUP BY k")

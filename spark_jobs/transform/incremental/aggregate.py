@@ -9,10 +9,10 @@ Each aggregate function keeps what makes its value computable from a change of i
   not invertible exactly: full path);
 - ``min`` / ``max``: the current extreme; a removed row at or beyond it makes the group *recomputed* from the inputs'
   history (only the groups it touches), anything else combines old and new extremes;
-- ``count(DISTINCT ...)``: the number of distinct values, and a second table with the row count of every (group,
-  value): a change of a value's count from 0 or to 0 moves the group's number by one, so a step reads the state, never
-  the history (Spark plans DISTINCT aggregates over one column set as they are; over several, it rewrites them with
-  an Expand, which takes the by-key path);
+- ``count``/``sum``/``avg(DISTINCT ...)``: the number (and the sum) of the distinct values, and a second table with
+  the row count of every (group, value): a change of a value's count from 0 or to 0 adds the value to the group's
+  distinct values or takes it off, so a step reads the state, never the history (Spark plans DISTINCT aggregates over
+  one column set as they are; over several, it rewrites them with an Expand, which takes the by-key path);
 - ``max_by(v, o)`` / ``min_by(v, o)`` (the latest / earliest value by event time): the extreme ``o`` with the largest
   and the smallest ``v`` among the rows at it, and the value Spark picked. Rows at a new extreme replace the pair, a
   removed row at or beyond the extreme makes the group recomputed, as for min/max; so does a group whose rows at the
@@ -53,10 +53,11 @@ _REVERSIBLE = (*_INTEGRAL, T.DecimalType, T.DateType, T.TimestampType, T.Timesta
 class Adapter:
     """One aggregate function: which state it keeps (``kind``), its argument expressions, its result type."""
 
-    kind: str  # "count" | "sum" | "avg" | "min" | "max" | "count_distinct" | "max_by" | "min_by"
+    kind: str  # "count" | "sum" | "avg" | "min" | "max" | "max_by" | "min_by"
     args: tuple[Any, ...]  # JVM expressions over the aggregate's child output (max_by/min_by: value, ordering)
     result_type: T.DataType
     sql: str
+    distinct: bool = False  # count/sum/avg(DISTINCT ...): over the distinct values (a value table keeps them)
 
     def state_type(self) -> T.DataType:
         """How a sum is kept: a long for integers (a DECIMAL(38) sum cost ~20% of a 10k-group step's update: every
@@ -112,15 +113,14 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
             raise Unsupported("Aggregate", f"{sql}: FILTER clauses are not incremental yet")
         args = tuple(cat.items(fn.children()))
         result = spark_type(ae.resultAttribute())
-        if ae.isDistinct():
-            if name != "Count":
-                raise Unsupported("Aggregate", f"{sql}: a DISTINCT aggregate other than count needs every distinct "
-                                               "value of a group")
+        distinct = bool(ae.isDistinct())
+        if distinct:
+            if name not in ("Count", "Sum", "Average"):
+                raise Unsupported("Aggregate", f"{sql}: no incremental form for a DISTINCT {name}")
             if windows:
                 raise Unsupported("Aggregate", f"{sql}: the per-value counts of an event-time window's groups "
                                                "would outlive the window")
-            kind = "count_distinct"
-        elif name == "Count":
+        if name == "Count":
             kind = "count"
         elif name in ("Sum", "Average"):
             arg = spark_type(args[0])
@@ -142,7 +142,7 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
                                                "apart from its state")
         else:
             raise Unsupported("Aggregate", f"{sql}: no incremental form for {name}")
-        adapters.append(Adapter(kind, args, result, sql))
+        adapters.append(Adapter(kind, args, result, sql, distinct))
     return AggregateSpec(keys, tuple(g.toAttribute() for g in grouping),
                          tuple(adapters), tuple(ae.resultAttribute() for ae in aggs),
                          tuple(_unalias(cat, r) for r in results), child, windows[0] if windows else None)
@@ -192,7 +192,7 @@ def arguments(spec: AggregateSpec) -> list[tuple[str, Any]]:
 def state_columns(spec: AggregateSpec) -> list[str]:
     cols = [ROWS]
     for j, a in enumerate(spec.adapters):
-        cols += {"count": [f"s{j}_n"], "count_distinct": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"],
+        cols += {"count": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"],
                  "avg": [f"s{j}_s", f"s{j}_n"],
                  "min": [f"s{j}_m"], "max": [f"s{j}_m"],
                  "max_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"], "min_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"]}[a.kind]
@@ -218,7 +218,8 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
     """What one changed row (arguments + ``__odf_w`` = +1/-1) contributes to each state column, and how a group's
     contributions fold: ±1 to the counts and signed values to the sums (summed), the added value to a min/max
     (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max), and the change of a group's number of
-    distinct values (``d<j>``, :func:`distinct_changes`) to a count DISTINCT (summed). A max_by/min_by contributes
+    distinct values (``d<j>``, :func:`distinct_changes`) to a count DISTINCT, and of their sum too (``e<j>``) to a
+    sum/avg DISTINCT (summed). A max_by/min_by contributes
     its added (ordering, value) pair to ``s<j>_m`` (folded by max/min: the extreme ordering, then the largest/smallest
     value at it), the pair with its ordering turned around to ``s<j>_l`` (folded the other way: the same extreme, the
     other end of the values at it) and its removed ordering to ``x<j>``; its value ``s<j>_v`` is not folded (see
@@ -227,8 +228,10 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
     found: dict[str, tuple[Column, Callable[[Column], Column]]] = {ROWS: (w, F.sum)}
     for j, a in enumerate(spec.adapters):
         args = [F.col(f"a{j}_{m}") for m in range(len(a.args))]
-        if a.kind == "count_distinct":
+        if a.distinct:
             found[f"s{j}_n"] = (F.coalesce(F.col(f"d{j}"), F.lit(0)).cast("long"), F.sum)
+            if a.kind != "count":
+                found[f"s{j}_s"] = (F.coalesce(F.col(f"e{j}"), F.lit(0)).cast(a.state_type()), F.sum)
         elif a.kind == "count":
             present = args[0].isNotNull()
             for x in args[1:]:
@@ -255,12 +258,14 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
 
 def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
     """Per group, the change of every state column over ``rows`` (all added: a group's rows), plus for min/max the
-    extreme of the removed values (``x<j>``); a count DISTINCT counts the distinct values themselves, and a
+    extreme of the removed values (``x<j>``); a DISTINCT aggregate counts (and sums) the distinct values, and a
     max_by/min_by's value is Spark's own function over the rows (its pick among tied rows). One row for a global
     aggregate even over no rows."""
     folded = {name: fold(expr) for name, (expr, fold) in contributions(spec).items()}
     for j in distinct_adapters(spec):
         folded[f"s{j}_n"] = F.count_distinct(*[F.col(c) for c in value_columns(spec, j)])
+        if spec.adapters[j].kind != "count":
+            folded[f"s{j}_s"] = F.sum_distinct(F.col(f"a{j}_0").cast(spec.adapters[j].state_type()))
     for j, a in enumerate(spec.adapters):
         if a.kind in _BY:
             folded[f"s{j}_v"] = (F.max_by if a.kind == "max_by" else F.min_by)(F.col(f"a{j}_0"), F.col(f"a{j}_1"))
@@ -329,7 +334,7 @@ def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
     """States of groups computed from all their rows (a change with only added rows)."""
     cols = [F.col(k) for k in spec.keys] + [F.coalesce(F.col(ROWS), F.lit(0)).cast("long").alias(ROWS)]
     for j, a in enumerate(spec.adapters):
-        if a.kind in ("count", "count_distinct"):
+        if a.kind == "count":
             cols.append(F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n"))
         elif a.kind in ("sum", "avg"):
             cols += [F.coalesce(F.col(f"s{j}_s"), F.lit(0)).cast(a.state_type()).alias(f"s{j}_s"),
@@ -354,7 +359,7 @@ def final_values(spec: AggregateSpec, prefix: str = "") -> list[Column]:
 
     cols = []
     for j, a in enumerate(spec.adapters):
-        if a.kind in ("count", "count_distinct"):
+        if a.kind == "count":
             v = s(f"s{j}_n")
         elif a.kind == "sum":
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast(a.result_type))
@@ -378,14 +383,14 @@ def finals_attrs(spec: AggregateSpec) -> Sequence[Any]:
 
 
 
-# -- count DISTINCT: a count per group and value ---------------------------------------------------------------------
+# -- DISTINCT aggregates: a count per group and value ---------------------------------------------------------
 
 COUNT = "__odf_c"  # a value table's row count of one (group, value)
 
 
 def distinct_adapters(spec: AggregateSpec) -> list[int]:
-    """The positions of the count DISTINCT functions: each keeps a value table next to the group states."""
-    return [j for j, a in enumerate(spec.adapters) if a.kind == "count_distinct"]
+    """The positions of the DISTINCT functions: each keeps a value table next to the group states."""
+    return [j for j, a in enumerate(spec.adapters) if a.distinct]
 
 
 def value_columns(spec: AggregateSpec, j: int) -> list[str]:
@@ -425,8 +430,13 @@ def values_after(spec: AggregateSpec, j: int, changed: DataFrame) -> DataFrame:
 
 def distinct_changes(spec: AggregateSpec, j: int, changed: DataFrame) -> DataFrame:
     """Per group, the change of its number of distinct values (``d<j>``): +1 per value whose count left 0, -1 per
-    value whose count fell to 0. A row of :func:`update`'s changed rows with weight 0 and no arguments."""
+    value whose count fell to 0; for a sum/avg DISTINCT also the change of their sum (``e<j>``: the value, signed
+    the same way). A row of :func:`update`'s changed rows with weight 0 and no arguments."""
+    a = spec.adapters[j]
     now = (F.col(COUNT) > 0).cast("long")
     was = (F.coalesce(F.col(f"o_{COUNT}"), F.lit(0)) > 0).cast("long")
+    sums = [] if a.kind == "count" else [
+        F.sum(F.when(now > was, F.col(f"a{j}_0").cast(a.state_type()))
+              .otherwise(-F.col(f"a{j}_0").cast(a.state_type()))).cast(a.state_type()).alias(f"e{j}")]
     return (changed.where(F.col(TOUCHED) & (now != was)).groupBy(*[F.col(k) for k in spec.keys])
-            .agg(F.sum(now - was).alias(f"d{j}")).withColumn(WEIGHT, F.lit(0).cast("long")))
+            .agg(F.sum(now - was).alias(f"d{j}"), *sums).withColumn(WEIGHT, F.lit(0).cast("long")))
