@@ -95,9 +95,10 @@ FAMILIES = {
     "count_distinct_first_last": (sql(
         "SELECT k, count(DISTINCT x) AS nd, max_by(x, seq) AS last_x, min_by(x, seq) AS first_x, "
         "max(event_time) AS event_time FROM (SELECT *, " + SEQ + " AS seq FROM a) GROUP BY k"), ()),
+    # the value counts of a window's groups leave the state with them
+    "count_distinct_by_window": (sql("SELECT window.start AS event_time, count(DISTINCT x) AS nd, count(*) AS n, "
+                                     "sum(DISTINCT x) AS sd FROM a GROUP BY window(event_time, '30 minutes')"), ()),
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
-    "count_distinct_by_window": (sql("SELECT window.start AS event_time, count(DISTINCT x) AS nd, count(*) AS n "
-                                     "FROM a GROUP BY window(event_time, '30 minutes')"), ()),
 
     "window": (sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time, x "
                    "ROWS UNBOUNDED PRECEDING) AS running, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a"), ()),
@@ -529,11 +530,16 @@ def test_a_driver_plans_a_stateful_query_once(spark, tmp_path, monkeypatch):
     assert warm.result.responses[-1].diagnostics["path"] in ("full", None)
 
 
-def test_windows_closed_by_the_watermark_leave_the_state(spark, tmp_path):
+@pytest.mark.parametrize("transform,state_rows", [
+    (FAMILIES["tumbling"][0], [2, 1, 1, 2]),  # 30-minute windows by k
+    # the same groups, each with its one value's count
+    (sql("SELECT window.start AS event_time, k, count(DISTINCT x) AS n FROM a "
+         "GROUP BY window(event_time, '30 minutes'), k"), [4, 2, 2, 4]),
+], ids=["groups", "value-counts"])
+def test_windows_closed_by_the_watermark_leave_the_state(spark, tmp_path, transform, state_rows):
     """The state keeps the open event-time windows only: a window that ends at or before the inputs' watermark is
-    dropped from the checkpoint. A retraction that reaches a dropped window anyway recomputes that group from the
-    history, so the output stays the batch result."""
-    transform, _ = FAMILIES["tumbling"]  # 30-minute windows by k
+    dropped from the checkpoint, with its count DISTINCT's value counts. A retraction that reaches a dropped window
+    anyway recomputes that group from the history, so the output stays the batch result."""
     events = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(5), ("q", 2)),
               Event(OP_APPEND, minutes(35), ("p", 3)), Event(OP_APPEND, minutes(65), ("p", 4)),
               Event(R, minutes(5), ("q", 2)), Event(OP_APPEND, minutes(66), ("q", 5))]
@@ -543,7 +549,7 @@ def test_windows_closed_by_the_watermark_leave_the_state(spark, tmp_path):
     assert [d["path"] for d in diags] == ["rebuild", "incremental", "incremental", "incremental"]
     # watermark 0:05 keeps both groups of [0:00, 0:30); 0:35 closes it; 1:05 closes [0:30, 1:00); the last step
     # revives q's closed window (its row is retracted) and keeps p's and q's groups of [1:00, 1:30)
-    assert [d["stateRows"] for d in diags] == [2, 1, 1, 2], [d["stateRows"] for d in diags]
+    assert [d["stateRows"] for d in diags] == state_rows, [d["stateRows"] for d in diags]
     last = coord.result.slices[-1].to_pylist()
     assert {(r["op"], r["k"], r["n"]) for r in last} == {(R, "q", 1), (0, "q", 1)}, last
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, coord.inputs)

@@ -206,9 +206,16 @@ def initial_states(step: Step, op: Op) -> dict[str, DataFrame]:
     if values:  # read and projected once for the group states and each value table
         rows, _ = step.keep(rows)
     states = aggregate.initial(op.spec, aggregate.changes(op.spec, rows))
-    closed = aggregate.closed(op.spec, step.evict)
-    return {op.id: states if closed is None else states.where(~closed),
-            **{values_table(op.id, j): aggregate.value_counts(op.spec, j, rows) for j in values}}
+    return {op.id: _open(op.spec, states, step.evict),
+            **{values_table(op.id, j): _open(op.spec, aggregate.value_counts(op.spec, j, rows), step.evict,
+                                             aggregate.COUNT) for j in values}}
+
+
+def _open(spec: aggregate.AggregateSpec, table: DataFrame, through_us: int | None,
+          count: str = aggregate.ROWS) -> DataFrame:
+    """A state table without the rows of groups whose event-time window closed through ``through_us``."""
+    closed = aggregate.closed(spec, through_us, count)
+    return table if closed is None else table.where(~closed)
 
 
 def _recomputed(step: Step, op: Op, groups: DataFrame, old: bool = False) -> DataFrame:
@@ -238,7 +245,9 @@ def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], chan
         for j in distinct:
             name = values_table(op.id, j)
             counted, _ = step.keep(aggregate.value_changes(spec, j, old_tables[name], rows))
-            tables[name] = aggregate.values_after(spec, j, counted)
+            # a closed window's counts leave with its group; a revived group's (counted from the changed rows only)
+            # leave at once: its state is recomputed from the history and leaves too
+            tables[name] = _open(spec, aggregate.values_after(spec, j, counted), step.evict, aggregate.COUNT)
             deltas.append(aggregate.distinct_changes(spec, j, counted))
         for d in deltas:
             rows = rows.unionByName(d, allowMissingColumns=True)
@@ -270,9 +279,7 @@ def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], chan
     if seen["revived"]:
         gone = _recomputed(step, op, combined.where(F.col(REVIVE)), old=True).select(*state_cols)
         before = before.unionByName(gone.where(aggregate.alive(spec)))
-    closing = aggregate.closed(spec, step.evict)
-    if closing is not None:  # final windows leave the state (their output rows were written when they changed)
-        new = new.where(~closing)
+    new = _open(spec, new, step.evict)  # final windows leave the state (their rows were written when they changed)
     attrs = aggregate.finals_attrs(spec)
     results = [(f"c{i}", r) for i, r in enumerate(spec.results)]
     out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),

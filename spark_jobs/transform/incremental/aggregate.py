@@ -20,13 +20,12 @@ Each aggregate function keeps what makes its value computable from a change of i
   function over the group's rows gives it).
 Every group also keeps its row count, so a group whose rows were all removed disappears. A group keyed by an
 event-time window (``window(event_time, ...)``, a ``struct<start, end>`` key) that ends at or before the inputs'
-watermark is final and *leaves the state*; should a late row or a retraction touch it after all, the group is
-recomputed from the inputs' history (before and after the change), so eviction never changes the output. A global
-aggregate (no GROUP BY) has one group that always exists, as Spark gives one row over no rows. DISTINCT is an
-aggregation with no functions. Other functions (other DISTINCT aggregates, first/last, collect_*, statistics), FILTER
-clauses, count(DISTINCT) by event-time window and max_by/min_by by a string or floating-point ordering take the
-by-key or the full path. The output of a group is computed by the query's own result expressions over the group's key
-and values.
+watermark is final and *leaves the state*, its value counts too; should a late row or a retraction touch it after
+all, the group is recomputed from the inputs' history (before and after the change), so eviction never changes the
+output. A global aggregate (no GROUP BY) has one group that always exists, as Spark gives one row over no rows.
+DISTINCT is an aggregation with no functions. Other functions (other DISTINCT aggregates, first/last, collect_*,
+statistics), FILTER clauses, and max_by/min_by by a string or floating-point ordering take the by-key or the full
+path. The output of a group is computed by the query's own result expressions over the group's key and values.
 """
 from __future__ import annotations
 
@@ -117,9 +116,6 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
         if distinct:
             if name not in ("Count", "Sum", "Average"):
                 raise Unsupported("Aggregate", f"{sql}: no incremental form for a DISTINCT {name}")
-            if windows:
-                raise Unsupported("Aggregate", f"{sql}: the per-value counts of an event-time window's groups "
-                                               "would outlive the window")
         if name == "Count":
             kind = "count"
         elif name in ("Sum", "Average"):
@@ -154,16 +150,17 @@ def _is_window(t: T.DataType) -> bool:
             and all(isinstance(f.dataType, T.TimestampType) for f in t.fields))
 
 
-def closed(spec: AggregateSpec, through_us: int | None) -> Column | None:
+def closed(spec: AggregateSpec, through_us: int | None, count: str = ROWS) -> Column | None:
     """Which state rows are groups of event-time windows that end at or before ``through_us`` (a watermark in
-    microseconds), None when nothing can be closed. The bound changes every step, so it reaches the generated code by
-    reference (:func:`~spark_jobs.transform.output.step_constant`), not as a literal that would compile new code."""
+    microseconds), None when nothing can be closed; ``count``: an integer column of the table (a value table's
+    ``__odf_c``). The bound changes every step, so it reaches the generated code by reference
+    (:func:`~spark_jobs.transform.output.step_constant`), not as a literal that would compile new code."""
     if spec.window is None or through_us is None:
         return None
     from spark_jobs.transform.output import step_constant
 
     end = F.col(spec.keys[spec.window]).getField("end")
-    bound = F.timestamp_micros(step_constant(through_us, F.col(ROWS) - F.col(ROWS)))
+    bound = F.timestamp_micros(step_constant(through_us, F.col(count) - F.col(count)))
     return end.isNotNull() & (end <= bound)
 
 
