@@ -734,3 +734,38 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     full = explain("SELECT event_time, k, rank() OVER (ORDER BY x) AS r FROM a")
     assert full.path == "full" and full.operators[0].operator == "Window"
     assert explain("SELECT event_time, k FROM a").path is None  # stateless: nothing to explain per operator
+
+
+def test_a_reversed_ordering_turns_the_order_around_exactly(spark):
+    """max_by/min_by tell ties apart with the ordering turned around: for every ordering type they accept, sorting
+    by the turned value is the exact reverse of sorting by the value, extremes of the type included."""
+    from datetime import date, datetime, timezone
+    from decimal import Decimal
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from spark_jobs.transform.incremental.aggregate import _REVERSIBLE, _reversed, reversible
+
+    cases = {
+        T.ByteType(): [-128, -1, 0, 1, 127],
+        T.ShortType(): [-32768, -5, 0, 32767],
+        T.IntegerType(): [-2**31, -1, 0, 7, 2**31 - 1],
+        T.LongType(): [-2**63, -2**62, -1, 0, 1, 2**63 - 1],
+        T.DecimalType(34, 2): [Decimal("-" + "9" * 32 + ".99"), Decimal("-" + "9" * 32 + ".98"), Decimal("-0.01"),
+                               Decimal("0"), Decimal("9" * 32 + ".98"), Decimal("9" * 32 + ".99")],
+        T.DateType(): [date(1, 1, 1), date(1969, 12, 31), date(1970, 1, 1), date(9999, 12, 31)],
+        T.TimestampType(): [datetime(1000, 1, 1, tzinfo=timezone.utc), datetime(1969, 12, 31, 23, 59, 59, 999999,
+                                                                              tzinfo=timezone.utc),
+                            datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, tzinfo=timezone.utc)],
+        T.TimestampNTZType(): [datetime(1000, 1, 1), datetime(2024, 3, 31, 2, 30), datetime(9999, 12, 31)],
+    }
+    assert {type(t) for t in cases} == set(_REVERSIBLE) and all(reversible(t) for t in cases)
+    assert not reversible(T.DecimalType(35, 2))  # negated in 34 digits: 10^34 + 1 would become 10^34
+    for t, values in cases.items():
+        df = spark.createDataFrame([(v,) for v in values], T.StructType([T.StructField("o", t)]))
+        turned = df.select(F.col("o"), _reversed(F.col("o"), t).alias("r"))
+        by_value = [r["o"] for r in turned.orderBy("o").collect()]
+        by_turned = [r["o"] for r in turned.orderBy(F.col("r").desc()).collect()]
+        assert len(by_value) == len(values) and by_turned == by_value, (t, by_value, by_turned)
+        assert turned.select("r").distinct().count() == len(values), t  # no two values turn into one

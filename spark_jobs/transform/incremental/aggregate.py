@@ -44,7 +44,7 @@ from spark_jobs.transform.inputs import orderable
 ROWS = "__odf_rows"  # rows of a group (the group exists while > 0)
 PRESENT = "__odf_present"
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-# orderings of max_by/min_by whose order :func:`_reversed` turns around exactly
+# orderings of max_by/min_by whose order :func:`_reversed` turns around exactly (decimals: see :func:`reversible`)
 _REVERSIBLE = (*_INTEGRAL, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType)
 
 
@@ -130,7 +130,7 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
         elif name in ("MaxBy", "MinBy"):
             kind = name[:3].lower() + "_by"
             value, order = (spark_type(a) for a in args)
-            if not isinstance(order, _REVERSIBLE):
+            if not reversible(order):
                 raise Unsupported("Aggregate", f"{sql}: ties at the extreme of a {order.simpleString()} ordering "
                                                "cannot be told apart from its state")
             if not orderable(value):
@@ -198,6 +198,12 @@ def state_columns(spec: AggregateSpec) -> list[str]:
 
 _EXTREMES = ("min", "max", "max_by", "min_by")  # functions whose removed extreme recomputes a group
 _BY = ("max_by", "min_by")
+
+
+def reversible(t: T.DataType) -> bool:
+    """Whether :func:`_reversed` turns the order of a type's values around exactly. Spark negates a decimal in
+    34-digit arithmetic (IEEE DECIMAL128), which rounds values of more digits: decimals up to 34 digits only."""
+    return isinstance(t, _REVERSIBLE) and not (isinstance(t, T.DecimalType) and t.precision > 34)
 
 
 def _reversed(order: Column, t: T.DataType) -> Column:
