@@ -24,8 +24,9 @@ watermark is final and *leaves the state*, its value counts too; should a late r
 all, the group is recomputed from the inputs' history (before and after the change), so eviction never changes the
 output. A global aggregate (no GROUP BY) has one group that always exists, as Spark gives one row over no rows.
 DISTINCT is an aggregation with no functions. Other functions (other DISTINCT aggregates, first/last, collect_*,
-statistics), FILTER clauses, and max_by/min_by by a string or floating-point ordering take the by-key or the full
-path. The output of a group is computed by the query's own result expressions over the group's key and values.
+statistics), FILTER clauses, and max_by/min_by by a string, floating-point or 35-38-digit decimal ordering take
+the by-key or the full path. The output of a group is computed by the query's own result expressions over the
+group's key and values.
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ PRESENT = "__odf_present"
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 # orderings of max_by/min_by whose order :func:`_reversed` turns around exactly (decimals: see :func:`reversible`)
 _REVERSIBLE = (*_INTEGRAL, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType)
+_EXTREMES = ("min", "max", "max_by", "min_by")  # functions whose removed extreme recomputes a group
+_BY = ("max_by", "min_by")
 
 
 @dataclass(frozen=True)
@@ -196,9 +199,6 @@ def state_columns(spec: AggregateSpec) -> list[str]:
     return cols
 
 
-_EXTREMES = ("min", "max", "max_by", "min_by")  # functions whose removed extreme recomputes a group
-_BY = ("max_by", "min_by")
-
 
 def reversible(t: T.DataType) -> bool:
     """Whether :func:`_reversed` turns the order of a type's values around exactly. Spark negates a decimal in
@@ -222,11 +222,10 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
     contributions fold: ±1 to the counts and signed values to the sums (summed), the added value to a min/max
     (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max), and the change of a group's number of
     distinct values (``d<j>``, :func:`distinct_changes`) to a count DISTINCT, and of their sum too (``e<j>``) to a
-    sum/avg DISTINCT (summed). A max_by/min_by contributes
-    its added (ordering, value) pair to ``s<j>_m`` (folded by max/min: the extreme ordering, then the largest/smallest
-    value at it), the pair with its ordering turned around to ``s<j>_l`` (folded the other way: the same extreme, the
-    other end of the values at it) and its removed ordering to ``x<j>``; its value ``s<j>_v`` is not folded (see
-    :func:`update` and :func:`changes`)."""
+    sum/avg DISTINCT (summed). A max_by/min_by contributes its added (ordering, value) pair to ``s<j>_m`` (folded by
+    max/min: the extreme ordering, then the largest/smallest value at it), the pair with its ordering turned around to
+    ``s<j>_l`` (folded the other way: the same extreme, the other end of the values at it) and its removed ordering
+    to ``x<j>``; its value ``s<j>_v`` is not folded (see :func:`update` and :func:`changes`)."""
     w = F.col(WEIGHT)
     found: dict[str, tuple[Column, Callable[[Column], Column]]] = {ROWS: (w, F.sum)}
     for j, a in enumerate(spec.adapters):
