@@ -98,8 +98,6 @@ FAMILIES = {
     # the value counts of a window's groups leave the state with them
     "count_distinct_by_window": (sql("SELECT window.start AS event_time, count(DISTINCT x) AS nd, count(*) AS n, "
                                      "sum(DISTINCT x) AS sd FROM a GROUP BY window(event_time, '30 minutes')"), ()),
-    # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
-
     "window": (sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time, x "
                    "ROWS UNBOUNDED PRECEDING) AS running, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a"), ()),
     # a running state per partition (spark_jobs.transform.incremental.running); late rows recompute the partition
@@ -108,6 +106,7 @@ FAMILIES = {
                     "dense_rank() OVER (PARTITION BY k ORDER BY event_time) AS dr, "
                     "sum(x) OVER (PARTITION BY k ORDER BY event_time) AS peers FROM a "
                     "WINDOW w AS (PARTITION BY k ORDER BY event_time, x ROWS UNBOUNDED PRECEDING)"), ()),
+    # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
     "window_by_key": (sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time, x) AS prev, "
                           "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC, x) AS rest FROM a"), ()),
     "top_per_key": (sql("SELECT event_time, k, x FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY x DESC, "
@@ -317,9 +316,8 @@ def test_a_global_aggregate_whose_rows_are_all_removed_gives_sparks_row_over_no_
                     "min(x) AS lo, max_by(k, x) AS top FROM a")
     history = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(2), ("q", 2)),
                Event(R, minutes(2), ("q", 2)), Event(R, minutes(1), ("p", 1))]
-    for split in ([Txn({"a": 0}), Txn({"a": 4})], [Txn({"a": 1}), Txn({"a": 3})]):
-        inc = _run(spark, tmp_path / str(len(split[0].rows) + split[0].rows["a"]), transform,
-                   [InputSpec("a", DATA, history)], split)
+    for i, split in enumerate(([Txn({"a": 0}), Txn({"a": 4})], [Txn({"a": 1}), Txn({"a": 3})])):
+        inc = _run(spark, tmp_path / f"split{i}", transform, [InputSpec("a", DATA, history)], split)
         assert [r.diagnostics["path"] for r in inc.result.responses] == ["rebuild", "incremental"]
         assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs), split
 
