@@ -17,6 +17,8 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
   checkpoint).
 * ``bench_latest``: the same with ``max_by``/``min_by`` by event time per group (the latest value, the first
   category).
+* ``bench_keyed``, ``bench_join``, ``bench_lag``: a running sum per key, a lookup join and tumbling windows; a join of
+  two growing inputs; ``lag`` per key (the partitions' last rows kept as state).
 * ``bench_fixed_cost``: one tiny transaction through ``spark-submit`` (and in-process), by step.
 """
 from __future__ import annotations
@@ -665,6 +667,9 @@ TUMBLING_SQL = ("select window.end as event_time, count(*) as n, sum(id) as tota
                 "group by window(event_time, '1 minute')")
 JOIN_SQL = ("select s.event_time, s.id, s.value, l.category as label from src s join lookup l "
             "on s.id % 1000 = l.id")
+LAG_SQL = ("select event_time, id % 100000 as acct, value, value - lag(value) over w as change, "
+           "lag(category, 2) over w as category_before, row_number() over w as n from src "
+           "window w as (partition by id % 100000 order by event_time)")
 GROWING_JOIN_SQL = ("select s.event_time, s.id, s.value, o.value as other_value, o.category as other_category "
                     "from src s join other o on s.id = o.id")
 
@@ -837,6 +842,20 @@ def bench_join(ctx: Ctx) -> str:
                        "the join key meets the new ids (docs/transforms.md).", results, notes)
 
 
+def bench_lag(ctx: Ctx) -> str:
+    """lag() per key (.running: the partition's last rows are its state): a step vs a batch query."""
+    results: list[Result] = []
+    notes: list[str] = []
+    _keyed_runs(ctx, 4, KeyedQuery("lag per key (100k keys, computed key)", LAG_SQL, ("src",),
+                                   "the running state: one row per key (last event time, row count and its last "
+                                   "2 rows)"), results, notes)
+    return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids; the step runs the "
+                       "window over the new rows and the last 2 rows of the partitions (id % 100000) they touch, "
+                       "kept in the checkpoint (their rows come after the partition's last event time). The key is "
+                       "computed, so key ranges cannot prune the history: the engine before recomputed the touched "
+                       "partitions from all of it (docs/transforms.md).", results, notes)
+
+
 def bench_fixed_cost(ctx: Ctx) -> str:
     sz = ctx.sizes
     root = make_root(ctx.ws, "tiny", ctx.tmp)
@@ -898,6 +917,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_fixed_cost": bench_fixed_cost,
     "bench_keyed": bench_keyed,
     "bench_join": bench_join,
+    "bench_lag": bench_lag,
 }
 
 TITLES = {
@@ -909,6 +929,7 @@ TITLES = {
     "bench_fixed_cost": "Fixed cost of one transaction",
     "bench_keyed": "Incremental window and join queries: a transaction vs one batch query over everything",
     "bench_join": "Incremental join of two growing inputs: a transaction vs one batch query over everything",
+    "bench_lag": "Incremental lag per key: a transaction vs one batch query over everything",
 }
 
 

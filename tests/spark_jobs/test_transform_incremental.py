@@ -106,6 +106,11 @@ FAMILIES = {
                     "dense_rank() OVER (PARTITION BY k ORDER BY event_time) AS dr, "
                     "sum(x) OVER (PARTITION BY k ORDER BY event_time) AS peers FROM a "
                     "WINDOW w AS (PARTITION BY k ORDER BY event_time, x ROWS UNBOUNDED PRECEDING)"), ()),
+    # lag: the partition's last rows are its state, beside invertible running functions of the same window
+    "running_lag": (sql("SELECT event_time, k, x, lag(x) OVER w AS prev, lag(x, 3, -1) OVER w AS back3, "
+                        "lag(k, 2, k) OVER w AS k2, sum(x) OVER w AS s, count(*) OVER w AS n, "
+                        "row_number() OVER w AS rn, dense_rank() OVER w AS dr FROM a "
+                        "WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
     "window_by_key": (sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time, x) AS prev, "
                           "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC, x) AS rest FROM a"), ()),
@@ -120,7 +125,7 @@ FAMILIES = {
     "join_on_ranges": (sql("SELECT a.event_time, a.k, a.x, b.k AS bk FROM a JOIN b ON a.x = b.x"), ()),
     "left_join_on_ranges": (sql("SELECT a.event_time, a.k, a.x, b.k AS bk FROM a LEFT JOIN b "
                                 "ON a.event_time = b.event_time"), ()),
-    "window_on_ranges": (sql("SELECT event_time, k, x, lag(k) OVER (PARTITION BY x ORDER BY event_time, k) AS prev "
+    "window_on_ranges": (sql("SELECT event_time, k, x, lead(k) OVER (PARTITION BY x ORDER BY event_time, k) AS nxt "
                              "FROM a"), ()),
     "join_then_aggregate": (sql("SELECT a.k, count(*) AS n, sum(b.x) AS s, max(a.event_time) AS event_time "
                                 "FROM a JOIN b ON a.k = b.k GROUP BY a.k"), ()),
@@ -307,6 +312,36 @@ def test_tied_extremes_recompute_the_group(spark, tmp_path):
     assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
     explained = diags[0]["operators"]
     assert ("Aggregate", "incremental") in explained, explained
+
+
+def test_a_lag_keeps_its_partitions_last_rows(spark, tmp_path):
+    """lag(x, k) keeps a partition's last k rows as its state: rows after them read no history, their first k rows
+    look back into the kept rows, a running sum and row number beside the lag continue from the partition's state,
+    and a late row or a removal recomputes its partition from the history. Slices are the full path's bytes."""
+    transform = sql("SELECT event_time, k, x, lag(x) OVER w AS prev, lag(x, 3, -1) OVER w AS back3, "
+                    "sum(x) OVER w AS s, row_number() OVER w AS rn FROM a "
+                    "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3)], Event(OP_APPEND, minutes(1), ("q", 5)),
+               Event(OP_APPEND, minutes(4), ("p", 4)), Event(OP_APPEND, minutes(5), ("r", None)),  # a new partition
+               Event(OP_APPEND, minutes(5), ("p", 6)), Event(OP_APPEND, minutes(6), ("p", 7)),  # 7 looks back 3 rows
+               Event(OP_APPEND, minutes(0), ("p", 0)),  # late: p is recomputed from its history
+               Event(R, minutes(1), ("q", 5)), Event(OP_APPEND, minutes(7), ("p", 8))]  # q removed; p extended
+    split = [Txn({"a": 4}), Txn({"a": 2}), Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 2})]
+    inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
+    full = _run(spark, tmp_path / "full", transform, [InputSpec("a", DATA, history)], split, incremental=False)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 4
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
+    assert [d["stateRows"] for d in diags] == [2, 3, 3, 3, 2]  # a row per partition, its last rows inside it
+    added = [sorted((r["k"], r["x"], r["prev"], r["back3"], r["s"], r["rn"]) for r in t.to_pylist()
+                    if r["op"] == OP_APPEND) for t in inc.result.slices]
+    assert added[1:3] == [[("p", 4, 3, 1, 10, 4), ("r", None, None, -1, None, 1)],
+                          [("p", 6, 4, 2, 16, 5), ("p", 7, 6, 3, 23, 6)]], added
+    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
+    window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
+    assert "running state per partition (1 key(s)) and its last 3 row(s)" in window[0].detail, window
 
 
 def test_a_global_aggregate_whose_rows_are_all_removed_gives_sparks_row_over_no_rows(spark, tmp_path):
@@ -722,10 +757,20 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     window = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
     assert window.path == "incremental" and window.operators[1].operator == "Window", window.operators
     assert "running state per partition (1 key(s)): RANK()" in window.operators[1].detail
-    keyed = explain("SELECT event_time, k, lag(x) OVER (PARTITION BY k ORDER BY event_time) AS prev FROM a")
+    lag = explain("SELECT event_time, k, lag(x) OVER (PARTITION BY k ORDER BY event_time) AS prev FROM a")
+    assert "running state per partition (1 key(s)) and its last 1 row(s): lag(a.x, 1, NULL)" in \
+        lag.operators[1].detail, lag.operators
+    keyed = explain("SELECT event_time, k, lead(x) OVER (PARTITION BY k ORDER BY event_time) AS next FROM a")
     assert keyed.path == "incremental" and keyed.operators[1].operator == "Window", keyed.operators
     assert "partitions the new rows touch are recomputed" in keyed.operators[1].detail
-    assert "no running state: lag(a.x, 1, NULL)" in keyed.operators[1].detail, keyed.operators[1].detail
+    assert "no running state: lead(a.x, 1, NULL)" in keyed.operators[1].detail, keyed.operators[1].detail
+    for query, why in (("lag(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)", "IGNORE NULLS"),
+                       ("lag(x, 101) OVER (PARTITION BY k ORDER BY event_time)", "only lags of 1 to 100 rows"),
+                       ("lag(x) OVER (PARTITION BY k ORDER BY event_time) + max(x) OVER (PARTITION BY k ORDER BY "
+                        "event_time)", "a running max beside a lag")):
+        other = explain(f"SELECT event_time, k, {query} AS y FROM a")
+        window = [o for o in other.operators if o.operator == "Window"]
+        assert window and why in window[0].detail and "no running state" in window[0].detail, other.operators
     join = explain("SELECT a.event_time, a.k, b.x FROM a LEFT JOIN a AS b ON a.k = b.k")
     assert [o.operator for o in join.operators if o.path == "incremental"] == ["Join"], join.operators
     assert "LeftOuter join on 1 key(s): new left rows are joined" in join.operators[1].detail

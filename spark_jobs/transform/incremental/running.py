@@ -12,6 +12,13 @@ rows it has after the step. So appending costs the new rows and the states of th
 Only functions whose value over a prefix is an exact fold of that state qualify: ``sum`` of integers or decimals,
 ``count``, ``min``/``max`` of non-floating types, ``row_number``, ``rank``, ``dense_rank``, with ORDER BY columns
 all ascending with NULLs first (Spark's default); anything else keeps the recomputation by key.
+
+``lag(x, k)`` looks back a fixed number of rows, so its state is the partition's *tail*: its last ``k`` rows (the
+largest offset of the node's lags). The node runs over the tail and the new rows, and only the new rows' output is
+kept: the tail gives their first ``k`` rows what precedes them. Beside a lag, the running functions read their fold
+over the tail and the new rows, from which the tail's own fold is taken off again and the state's put on, so only
+invertible ones qualify there (not ``min``/``max``). ``lead`` looks forward (a new row changes earlier rows' output)
+and keeps the recomputation by key.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental import key_ranges
@@ -34,7 +42,8 @@ if TYPE_CHECKING:  # the step lives in the package, which imports this module
     from spark_jobs.transform.incremental.plan import Op
 
 KIND = "running"
-ROWS, DISTINCT = "__odf_rows", "__odf_orders"
+ROWS, DISTINCT, TAIL = "__odf_rows", "__odf_orders", "__odf_tail"
+MAX_LAG = 100  # the largest lag offset kept as a tail (the state holds that many rows per partition)
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _AGGREGATES = {"Sum": "sum", "Count": "count", "Min": "min", "Max": "max"}
 _RANKS = {"RowNumber": "row_number", "Rank": "rank", "DenseRank": "dense_rank"}
@@ -42,10 +51,11 @@ _RANKS = {"RowNumber": "row_number", "Rank": "rank", "DenseRank": "dense_rank"}
 
 @dataclass(frozen=True)
 class RunningFunction:
-    kind: str  # "sum" | "count" | "min" | "max" | "row_number" | "rank" | "dense_rank"
+    kind: str  # "sum" | "count" | "min" | "max" | "row_number" | "rank" | "dense_rank" | "lag"
     arg: Any | None  # JVM expression over the window's child output (the aggregate functions)
     result_type: T.DataType
     sql: str
+    offset: int = 0  # a lag's offset
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,11 @@ class RunningSpec:
     def counts(self) -> list[str]:
         """The partition's row count, and its number of distinct ORDER BY values when a dense_rank needs it."""
         return [ROWS, DISTINCT] if any(f.kind == "dense_rank" for f in self.functions) else [ROWS]
+
+    @property
+    def context(self) -> int:
+        """How many of a partition's last rows its state keeps (its tail): the largest lag offset, else none."""
+        return max((f.offset for f in self.functions if f.kind == "lag"), default=0)
 
     @property
     def keys(self) -> list[str]:
@@ -83,6 +98,14 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
     name = cat.cls(fn)
     if name in _RANKS:
         return RunningFunction(_RANKS[name], None, result, sql)
+    if name == "Lag":
+        if fn.ignoreNulls():
+            raise Unsupported("Window", f"{sql}: a lag IGNORE NULLS can look back past any number of rows")
+        offset = fn.inputOffset()
+        k = offset.eval(None) if offset.foldable() else None
+        if not isinstance(k, int) or not 1 <= k <= MAX_LAG:
+            raise Unsupported("Window", f"{sql}: only lags of 1 to {MAX_LAG} rows keep a partition's last rows")
+        return RunningFunction("lag", None, result, sql, offset=k)
     if name != "AggregateExpression":
         raise Unsupported("Window", f"{sql}: {name} has no running state")
     if fn.isDistinct() or fn.filter().isDefined():
@@ -116,9 +139,17 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
             raise Unsupported("Window", f"ORDER BY {o.sql()}: only ascending orders with NULLs first keep a running "
                                         "state")
     functions = tuple(_function(cat, e) for e in cat.items(node.windowExpressions()))
+    lags = [f.offset for f in functions if f.kind == "lag"]
+    if lags:
+        for f in functions:
+            if f.kind in ("min", "max"):
+                raise Unsupported("Window", f"{f.sql}: a running {f.kind} beside a lag cannot be told from the "
+                                            "partition's last rows")
     what = ", ".join(f.sql.split(" OVER ")[0] for f in functions)
-    detail = (f"running state per partition ({len(partition)} key(s)): {what}; rows after a partition's last ORDER BY "
-              "value extend it, earlier rows and removals recompute the partitions they touch from their history")
+    tail = f" and its last {max(lags)} row(s)" if lags else ""
+    detail = (f"running state per partition ({len(partition)} key(s)){tail}: {what}; rows after a partition's last "
+              "ORDER BY value extend it, earlier rows and removals recompute the partitions they touch from their "
+              "history")
     return RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), detail)
 
 
@@ -140,21 +171,32 @@ def _last(spec: RunningSpec, prefix: str = "o") -> Column:
     return F.struct(*[F.col(f"{prefix}{i}").alias(f"o{i}") for i in range(len(spec.order))])
 
 
-def state_columns(spec: RunningSpec) -> list[str]:
+def state_columns(spec: RunningSpec, tail: bool = True) -> list[str]:
     return [*[f"l{i}" for i in range(len(spec.order))], *spec.counts,
-            *[f"s{j}" for j, f in enumerate(spec.functions) if f.arg is not None]]
+            *[f"s{j}" for j, f in enumerate(spec.functions) if f.arg is not None],
+            *([TAIL] if tail and spec.context else [])]
 
 
-def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
-    """States of the partitions of ``rows`` (the child's rows, by position), from all of their rows."""
-    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, cat.items(spec.child.output()))
+def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame, tail: bool = True) -> DataFrame:
+    """States of the partitions of ``rows`` (the child's rows, by position), from all of their rows; with ``tail``
+    (and a lag) their last rows too, oldest first."""
+    attrs = cat.items(spec.child.output())
+    keep_tail = tail and spec.context > 0
+    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, attrs, rows=keep_tail)
     folds = {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max}
     aggs = [F.max(_last(spec)).alias("__odf_last"), F.count(F.lit(1)).alias(ROWS),
             *([F.count_distinct(_last(spec)).alias(DISTINCT)] if DISTINCT in spec.counts else []),
             *[folds[f.kind](F.col(f"a{j}")).alias(f"s{j}") for j, f in enumerate(spec.functions) if f.arg is not None]]
+    if keep_tail:
+        latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last()
+                                                                for o in spec.order_columns])
+        cols = cols.withColumn("__odf_i", F.row_number().over(latest_first))
+        row = F.struct(*[F.col(f"c{i}") for i in range(len(attrs))])
+        last = F.when(F.col("__odf_i") <= spec.context, F.struct(F.col("__odf_i").alias("i"), row.alias("r")))
+        aggs.append(F.transform(F.sort_array(F.collect_list(last), asc=False), lambda x: x.getField("r")).alias(TAIL))
     grouped = cols.groupBy(*spec.keys).agg(*aggs)
     return grouped.select(*spec.keys, *[F.col(f"__odf_last.o{i}").alias(f"l{i}") for i in range(len(spec.order))],
-                          *[c for c in state_columns(spec)[len(spec.order):]])
+                          *[c for c in state_columns(spec, keep_tail)[len(spec.order):]])
 
 
 def _plus(a: Column, b: Column, t: T.DataType) -> Column:
@@ -177,6 +219,10 @@ def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
         v = {"sum": _plus(a, b, types[f"s{j}"]), "count": (F.coalesce(a, F.lit(0)) + b).cast("long"),
              "min": F.least(a, b), "max": F.greatest(a, b)}[f.kind]
         cols.append(v.cast(types[f"s{j}"]).alias(f"s{j}"))
+    if spec.context:  # the last rows of the old tail and the new rows' tail
+        both = F.when(F.col(f"old_{TAIL}").isNull(), F.col(TAIL)).otherwise(F.concat(F.col(f"old_{TAIL}"), F.col(TAIL)))
+        cols.append(F.slice(both, F.greatest(F.size(both) - spec.context + 1, F.lit(1)), F.lit(spec.context))
+                    .alias(TAIL))
     return joined.select(*cols)
 
 
@@ -203,6 +249,42 @@ def _extended(cat: Catalyst, spec: RunningSpec, node: Any, window: DataFrame, st
             before = F.col(f"st_{DISTINCT}" if f.kind == "dense_rank" else f"st_{ROWS}")
             v = F.coalesce(before, F.lit(0)) + n
         cols.append(v.cast(t).alias(f"c{width + j}"))
+    return joined.select(*cols)
+
+
+def _after_tail(cat: Catalyst, spec: RunningSpec, node: Any, appended: DataFrame, states: DataFrame) -> DataFrame:
+    """The window's output over new rows that come after their partition's tail (a lag's state): the node runs over
+    the tails and the new rows; the tails' own output rows are dropped, and each running function's fold over the
+    tail is replaced by the partition's state."""
+    attrs = cat.items(spec.child.output())
+    width = len(attrs)
+    rows = [f"c{i}" for i in range(width)]
+    tails = states.select(F.explode(F.col(TAIL)).alias("__odf_r")).select(
+        *[F.col(f"__odf_r.{c}").alias(c) for c in rows])
+    window = evaluate(cat, node, {(0,): appended.select(*rows).unionByName(tails)})
+    out_attrs = cat.items(node.output())
+    out = len(out_attrs)
+    keyed = project(cat, window, out_attrs, [(f"c{i}", a) for i, a in enumerate(out_attrs)]
+                    + [(k, e) for k, e in zip(spec.keys, spec.partition)]
+                    + [(o, e) for o, e in zip(spec.order_columns, spec.order)])
+    s = states.select(*[F.col(c).alias(f"st_{c}") for c in states.columns if c != TAIL])
+    base = initial(cat, spec, tails, tail=False)
+    b = base.select(*[F.col(c).alias(f"t_{c}") for c in base.columns])
+    joined = keyed.join(s, same_keys(keyed, s, spec.keys, [f"st_{k}" for k in spec.keys]), "left")
+    joined = joined.join(b, same_keys(joined, b, spec.keys, [f"t_{k}" for k in spec.keys]), "left")
+    joined = joined.where(F.col(f"st_{ROWS}").isNull() | (_last(spec) > _last(spec, "st_l")))
+    cols = [F.col(f"c{i}") for i in range(width)]
+    for j, f in enumerate(spec.functions):
+        v = F.col(f"c{width + j}")
+        if f.kind == "sum":  # over the tail and the new rows: the tail's sum off, the state's on
+            v = _plus(F.col(f"st_s{j}"), v - F.coalesce(F.col(f"t_s{j}"), F.lit(0)), f.result_type)
+        elif f.kind == "count":
+            v = F.coalesce(F.col(f"st_s{j}"), F.lit(0)) + v - F.coalesce(F.col(f"t_s{j}"), F.lit(0))
+        elif f.kind != "lag":  # ranks: the tail's rows (distinct orders) off, the partition's on
+            c = DISTINCT if f.kind == "dense_rank" else ROWS
+            v = F.coalesce(F.col(f"st_{c}"), F.lit(0)) + v - F.coalesce(F.col(f"t_{c}"), F.lit(0))
+        cols.append(v.cast(f.result_type).alias(f"c{width + j}"))
+    assert len(cols) == out
     return joined.select(*cols)
 
 
@@ -235,8 +317,11 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
     appended = gained
     if seen["__odf_rows"]:
         appended = _by_keys(gained, late, keys, "left_anti")
-    window = evaluate(cat, op.node, {(0,): appended.select(*row_cols)})
-    pos = [_extended(cat, spec, op.node, window, mine)]
+    if spec.context:
+        tailed = _by_keys(mine, late, keys, "left_anti") if seen["__odf_rows"] else mine
+        pos = [_after_tail(cat, spec, op.node, appended, tailed)]
+    else:
+        pos = [_extended(cat, spec, op.node, evaluate(cat, op.node, {(0,): appended.select(*row_cols)}), mine)]
     neg: list[DataFrame] = []
     extended = _merged(spec, mine, initial(cat, spec, appended.select(*row_cols)))
     parts = [extended]

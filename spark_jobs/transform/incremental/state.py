@@ -34,8 +34,8 @@ def stored_type(t: T.DataType) -> T.DataType:
         return T.LongType()
     if isinstance(t, T.StructType):
         return T.StructType([T.StructField(f.name, stored_type(f.dataType), f.nullable) for f in t.fields])
-    if isinstance(t, T.ArrayType):
-        return T.ArrayType(stored_type(t.elementType), t.containsNull)
+    if isinstance(t, T.ArrayType):  # its elements are converted by a lambda whose result Spark takes as nullable
+        return T.ArrayType(stored_type(t.elementType), True)
     return t
 
 
