@@ -111,6 +111,10 @@ FAMILIES = {
                         "lag(k, 2, k) OVER w AS k2, sum(x) OVER w AS s, count(*) OVER w AS n, "
                         "row_number() OVER w AS rn, dense_rank() OVER w AS dr FROM a "
                         "WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
+    # lead: the tail also holds the rows whose output new rows change; they are retracted and output again
+    "running_lead": (sql("SELECT event_time, k, x, lead(x) OVER w AS next, lead(x, 2, -1) OVER w AS next2, "
+                         "lag(x) OVER w AS prev, count(x) OVER w AS nx, row_number() OVER w AS rn, "
+                         "dense_rank() OVER w AS dr FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
     "window_by_key": (sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time, x) AS prev, "
                           "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC, x) AS rest FROM a"), ()),
@@ -125,8 +129,8 @@ FAMILIES = {
     "join_on_ranges": (sql("SELECT a.event_time, a.k, a.x, b.k AS bk FROM a JOIN b ON a.x = b.x"), ()),
     "left_join_on_ranges": (sql("SELECT a.event_time, a.k, a.x, b.k AS bk FROM a LEFT JOIN b "
                                 "ON a.event_time = b.event_time"), ()),
-    "window_on_ranges": (sql("SELECT event_time, k, x, lead(k) OVER (PARTITION BY x ORDER BY event_time, k) AS nxt "
-                             "FROM a"), ()),
+    "window_on_ranges": (sql("SELECT event_time, k, x, count(k) OVER (PARTITION BY x ORDER BY event_time, k "
+                             "ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near FROM a"), ()),
     "join_then_aggregate": (sql("SELECT a.k, count(*) AS n, sum(b.x) AS s, max(a.event_time) AS event_time "
                                 "FROM a JOIN b ON a.k = b.k GROUP BY a.k"), ()),
 }
@@ -314,10 +318,11 @@ def test_tied_extremes_recompute_the_group(spark, tmp_path):
     assert ("Aggregate", "incremental") in explained, explained
 
 
-def test_a_lag_keeps_its_partitions_last_rows(spark, tmp_path):
+def test_a_lag_or_lead_keeps_its_partitions_last_rows(spark, tmp_path):
     """lag(x, k) keeps a partition's last k rows as its state: rows after them read no history, their first k rows
     look back into the kept rows, a running sum and row number beside the lag continue from the partition's state,
-    and a late row or a removal recomputes its partition from the history. Slices are the full path's bytes."""
+    and a late row or a removal recomputes its partition from the history. lead(x, k) keeps them too, and corrects
+    their output. Slices are the full path's bytes."""
     transform = sql("SELECT event_time, k, x, lag(x) OVER w AS prev, lag(x, 3, -1) OVER w AS back3, "
                     "sum(x) OVER w AS s, row_number() OVER w AS rn FROM a "
                     "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
@@ -332,7 +337,8 @@ def test_a_lag_keeps_its_partitions_last_rows(spark, tmp_path):
     diags = [r.diagnostics for r in inc.result.responses]
     assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 4
     assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
-    assert [d["stateRows"] for d in diags] == [2, 3, 3, 3, 2]  # a row per partition, its last rows inside it
+    # a row per partition plus its last (up to 3) rows in the tail table: p 3, q 1, then r 1; q is gone at the end
+    assert [d["stateRows"] for d in diags] == [6, 8, 8, 8, 6], diags
     added = [sorted((r["k"], r["x"], r["prev"], r["back3"], r["s"], r["rn"]) for r in t.to_pylist()
                     if r["op"] == OP_APPEND) for t in inc.result.slices]
     assert added[1:3] == [[("p", 4, 3, 1, 10, 4), ("r", None, None, -1, None, 1)],
@@ -342,6 +348,20 @@ def test_a_lag_keeps_its_partitions_last_rows(spark, tmp_path):
     assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
     window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
     assert "running state per partition (1 key(s)) and its last 3 row(s)" in window[0].detail, window
+    # lead: the partition's last rows get the new rows' values; their old output is retracted
+    ahead = sql("SELECT event_time, k, x, lead(x) OVER w AS next, lead(x, 2, -1) OVER w AS next2, "
+                "row_number() OVER w AS rn FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    inc = _run(spark, tmp_path / "lead", ahead, [InputSpec("a", DATA, history)], split)
+    full = _run(spark, tmp_path / "lead-full", ahead, [InputSpec("a", DATA, history)], split, incremental=False)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
+    changed = [sorted((r["op"], r["x"], r["next"], r["next2"], r["rn"]) for r in t.to_pylist() if r["k"] == "p")
+               for t in inc.result.slices]
+    assert changed[1] == [(OP_APPEND, 2, 3, 4, 2), (OP_APPEND, 3, 4, -1, 3), (OP_APPEND, 4, None, -1, 4),
+                          (R, 2, 3, -1, 2), (R, 3, None, -1, 3)], changed[1]  # no key pairs them: -R and +A
+    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, ahead, inc.inputs)
 
 
 def test_a_global_aggregate_whose_rows_are_all_removed_gives_sparks_row_over_no_rows(spark, tmp_path):
@@ -760,14 +780,21 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     lag = explain("SELECT event_time, k, lag(x) OVER (PARTITION BY k ORDER BY event_time) AS prev FROM a")
     assert "running state per partition (1 key(s)) and its last 1 row(s): lag(a.x, 1, NULL)" in \
         lag.operators[1].detail, lag.operators
-    keyed = explain("SELECT event_time, k, lead(x) OVER (PARTITION BY k ORDER BY event_time) AS next FROM a")
+    lead = explain("SELECT event_time, k, lead(x, 2) OVER w AS next, lag(x) OVER w AS prev FROM a "
+                   "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    assert "and its last 3 row(s): lead(a.x, 2, NULL), lag(a.x, 1, NULL)" in lead.operators[1].detail, lead.operators
+    keyed = explain("SELECT event_time, k, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 PRECEDING "
+                    "AND 1 FOLLOWING) AS near FROM a")
     assert keyed.path == "incremental" and keyed.operators[1].operator == "Window", keyed.operators
     assert "partitions the new rows touch are recomputed" in keyed.operators[1].detail
-    assert "no running state: lead(a.x, 1, NULL)" in keyed.operators[1].detail, keyed.operators[1].detail
+    assert "only frames from UNBOUNDED PRECEDING to CURRENT ROW keep" in keyed.operators[1].detail, keyed.operators
     for query, why in (("lag(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)", "IGNORE NULLS"),
                        ("lag(x, 101) OVER (PARTITION BY k ORDER BY event_time)", "only lags of 1 to 100 rows"),
                        ("lag(x) OVER (PARTITION BY k ORDER BY event_time) + max(x) OVER (PARTITION BY k ORDER BY "
-                        "event_time)", "a running max beside a lag")):
+                        "event_time)", "a running max beside a lag"),
+                       ("lead(x) OVER (PARTITION BY k ORDER BY event_time) + sum(x) OVER (PARTITION BY k ORDER BY "
+                        "event_time)", "a running sum beside a lead"),
+                       ("lead(x) OVER (PARTITION BY k ORDER BY event_time DESC)", "only ascending orders")):
         other = explain(f"SELECT event_time, k, {query} AS y FROM a")
         window = [o for o in other.operators if o.operator == "Window"]
         assert window and why in window[0].detail and "no running state" in window[0].detail, other.operators

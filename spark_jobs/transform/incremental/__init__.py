@@ -50,6 +50,12 @@ def op_table(op: Op) -> str:
     return f"{op.kind}:{op.id}"
 
 
+def tail_table(op_id: str) -> str:
+    """The name (in the checkpoint and in a step's states) of a running window's tail table: its partitions' last
+    rows, for a lag or lead (:func:`.running.tail_rows`)."""
+    return f"{op_id}/tail"
+
+
 def values_table(op_id: str, j: int) -> str:
     """The name (in the checkpoint and in a step's states) of an aggregate's value table for its ``j``-th function,
     a count DISTINCT (:func:`.aggregate.value_changes`)."""
@@ -61,6 +67,8 @@ def state_tables(op: Op) -> list[tuple[str, str, list[str]]]:
     if op.kind == keyed.KIND:
         return []
     found = [(op.id, op_table(op), op.spec.keys)]
+    if op.kind == running.KIND and op.spec.context:
+        found.append((tail_table(op.id), tail_table(op_table(op)), op.spec.keys))
     if op.kind == "aggregate":
         found += [(values_table(op.id, j), values_table(op_table(op), j), op.spec.keys)
                   for j in aggregate.distinct_adapters(op.spec)]
@@ -200,7 +208,9 @@ def _restrict(df: DataFrame, keys_df: DataFrame, keys: Sequence[str]) -> DataFra
 def initial_states(step: Step, op: Op) -> dict[str, DataFrame]:
     """An operator's state tables (by their names in a step's states) from its child's whole history."""
     if op.kind == running.KIND:
-        return {op.id: running.initial(step.cat, op.spec, step.replay(op.spec.child))}
+        rows = step.replay(op.spec.child)
+        tail = {tail_table(op.id): running.tail_rows(step.cat, op.spec, rows)} if op.spec.context else {}
+        return {op.id: running.initial(step.cat, op.spec, rows), **tail}
     rows = _rows(step, op, step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
     values = aggregate.distinct_adapters(op.spec)
     if values:  # read and projected once for the group states and each value table
@@ -340,7 +350,10 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
             change = keyed.step(step, op, changes)
             changes[op.id] = cancel(change) if op.id != "root" else change
         elif op.kind == running.KIND:
-            change, states[op.id] = running.step(step, op, old_states[op.id], changes)
+            change, states[op.id], tail = running.step(step, op, old_states[op.id], changes,
+                                                       old_states.get(tail_table(op.id)))
+            if tail is not None:
+                states[tail_table(op.id)] = tail
             changes[op.id] = cancel(change) if op.id != "root" and not change.gains_only else change
         else:
             top_node = op.id == "root"  # the plan's top node itself (an operator's id is its path)

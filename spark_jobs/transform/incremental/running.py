@@ -13,16 +13,20 @@ Only functions whose value over a prefix is an exact fold of that state qualify:
 ``count``, ``min``/``max`` of non-floating types, ``row_number``, ``rank``, ``dense_rank``, with ORDER BY columns
 all ascending with NULLs first (Spark's default); anything else keeps the recomputation by key.
 
-``lag(x, k)`` looks back a fixed number of rows, so its state is the partition's *tail*: its last ``k`` rows (the
-largest offset of the node's lags). The node runs over the tail and the new rows, and only the new rows' output is
-kept: the tail gives their first ``k`` rows what precedes them. Beside a lag, the running functions read their fold
-over the tail and the new rows, from which the tail's own fold is taken off again and the state's put on, so only
-invertible ones qualify there (not ``min``/``max``). ``lead`` looks forward (a new row changes earlier rows' output)
-and keeps the recomputation by key.
+``lag(x, k)`` looks back a fixed number of rows, so its state is also the partition's *tail*: its last ``k`` rows
+(the largest offset of the node's lags), kept in a table of their own (a row each, numbered from the last). The
+node runs over the tail and the new rows, and only the new rows' output is kept: the tail gives their first ``k``
+rows what precedes them. Beside a lag, the running functions read their fold over the tail and the new rows, from
+which the tail's own fold is taken off again and the state's put on, so only invertible ones qualify there (not
+``min``/``max``). ``lead(x, k)`` looks forward: a new row changes the output of its partition's last ``k`` rows. The
+tail then also holds those rows (the lags' and leads' largest offsets added up); the node runs over the tail with
+and without the new rows, the second's rows are retracted and the first's added, and the tail's rows whose output
+did not change cancel out. Beside a lead only functions whose fold over the tail also gives the tail's own rows
+exactly qualify (``count``, ``row_number``, ``dense_rank``, lags).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import Column, DataFrame
@@ -42,20 +46,21 @@ if TYPE_CHECKING:  # the step lives in the package, which imports this module
     from spark_jobs.transform.incremental.plan import Op
 
 KIND = "running"
-ROWS, DISTINCT, TAIL = "__odf_rows", "__odf_orders", "__odf_tail"
-MAX_LAG = 100  # the largest lag offset kept as a tail (the state holds that many rows per partition)
+ROWS, DISTINCT, POSITION = "__odf_rows", "__odf_orders", "__odf_i"
+MAX_OFFSET = 100  # the largest lag/lead offset kept as a tail (the state holds up to twice that many rows a partition)
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _AGGREGATES = {"Sum": "sum", "Count": "count", "Min": "min", "Max": "max"}
 _RANKS = {"RowNumber": "row_number", "Rank": "rank", "DenseRank": "dense_rank"}
+_OFFSETS = {"Lag": "lag", "Lead": "lead"}
 
 
 @dataclass(frozen=True)
 class RunningFunction:
-    kind: str  # "sum" | "count" | "min" | "max" | "row_number" | "rank" | "dense_rank" | "lag"
+    kind: str  # "sum" | "count" | "min" | "max" | "row_number" | "rank" | "dense_rank" | "lag" | "lead"
     arg: Any | None  # JVM expression over the window's child output (the aggregate functions)
     result_type: T.DataType
     sql: str
-    offset: int = 0  # a lag's offset
+    offset: int = 0  # a lag's or lead's offset
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,14 @@ class RunningSpec:
 
     @property
     def context(self) -> int:
-        """How many of a partition's last rows its state keeps (its tail): the largest lag offset, else none."""
-        return max((f.offset for f in self.functions if f.kind == "lag"), default=0)
+        """How many of a partition's last rows its state keeps (its tail): the largest lag offset plus the largest
+        lead offset, else none."""
+        return sum(max((f.offset for f in self.functions if f.kind == k), default=0) for k in _OFFSETS.values())
+
+    @property
+    def looks_ahead(self) -> bool:
+        """A lead: new rows change the output of the partition's last rows."""
+        return any(f.kind == "lead" for f in self.functions)
 
     @property
     def keys(self) -> list[str]:
@@ -98,14 +109,15 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
     name = cat.cls(fn)
     if name in _RANKS:
         return RunningFunction(_RANKS[name], None, result, sql)
-    if name == "Lag":
+    if name in _OFFSETS:
+        kind = _OFFSETS[name]
         if fn.ignoreNulls():
-            raise Unsupported("Window", f"{sql}: a lag IGNORE NULLS can look back past any number of rows")
-        offset = fn.inputOffset()
+            raise Unsupported("Window", f"{sql}: a {kind} IGNORE NULLS can reach past any number of rows")
+        offset = fn.inputOffset() if kind == "lag" else fn.offset()  # a Lag's offset() is its negation
         k = offset.eval(None) if offset.foldable() else None
-        if not isinstance(k, int) or not 1 <= k <= MAX_LAG:
-            raise Unsupported("Window", f"{sql}: only lags of 1 to {MAX_LAG} rows keep a partition's last rows")
-        return RunningFunction("lag", None, result, sql, offset=k)
+        if not isinstance(k, int) or not 1 <= k <= MAX_OFFSET:
+            raise Unsupported("Window", f"{sql}: only {kind}s of 1 to {MAX_OFFSET} rows keep a partition's last rows")
+        return RunningFunction(kind, None, result, sql, offset=k)
     if name != "AggregateExpression":
         raise Unsupported("Window", f"{sql}: {name} has no running state")
     if fn.isDistinct() or fn.filter().isDefined():
@@ -139,18 +151,19 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
             raise Unsupported("Window", f"ORDER BY {o.sql()}: only ascending orders with NULLs first keep a running "
                                         "state")
     functions = tuple(_function(cat, e) for e in cat.items(node.windowExpressions()))
-    lags = [f.offset for f in functions if f.kind == "lag"]
-    if lags:
-        for f in functions:
-            if f.kind in ("min", "max"):
-                raise Unsupported("Window", f"{f.sql}: a running {f.kind} beside a lag cannot be told from the "
-                                            "partition's last rows")
+    spec = RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), "")
+    if spec.context:
+        lead = spec.looks_ahead
+        for f in functions:  # beside a lead the tail's own rows are output again: their folds must be exact
+            if f.kind in ("min", "max") or (lead and f.kind in ("sum", "rank")):
+                raise Unsupported("Window", f"{f.sql}: a running {f.kind} beside a {'lead' if lead else 'lag'} "
+                                            "cannot be told from the partition's last rows")
     what = ", ".join(f.sql.split(" OVER ")[0] for f in functions)
-    tail = f" and its last {max(lags)} row(s)" if lags else ""
+    tail = f" and its last {spec.context} row(s)" if spec.context else ""
     detail = (f"running state per partition ({len(partition)} key(s)){tail}: {what}; rows after a partition's last "
               "ORDER BY value extend it, earlier rows and removals recompute the partitions they touch from their "
               "history")
-    return RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), detail)
+    return replace(spec, detail=detail)
 
 
 # -- states ---------------------------------------------------------------------------------------------------------
@@ -171,32 +184,32 @@ def _last(spec: RunningSpec, prefix: str = "o") -> Column:
     return F.struct(*[F.col(f"{prefix}{i}").alias(f"o{i}") for i in range(len(spec.order))])
 
 
-def state_columns(spec: RunningSpec, tail: bool = True) -> list[str]:
+def state_columns(spec: RunningSpec) -> list[str]:
     return [*[f"l{i}" for i in range(len(spec.order))], *spec.counts,
-            *[f"s{j}" for j, f in enumerate(spec.functions) if f.arg is not None],
-            *([TAIL] if tail and spec.context else [])]
+            *[f"s{j}" for j, f in enumerate(spec.functions) if f.arg is not None]]
 
 
-def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame, tail: bool = True) -> DataFrame:
-    """States of the partitions of ``rows`` (the child's rows, by position), from all of their rows; with ``tail``
-    (and a lag) their last rows too, oldest first."""
-    attrs = cat.items(spec.child.output())
-    keep_tail = tail and spec.context > 0
-    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, attrs, rows=keep_tail)
+def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
+    """States of the partitions of ``rows`` (the child's rows, by position), from all of their rows."""
+    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, cat.items(spec.child.output()))
     folds = {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max}
     aggs = [F.max(_last(spec)).alias("__odf_last"), F.count(F.lit(1)).alias(ROWS),
             *([F.count_distinct(_last(spec)).alias(DISTINCT)] if DISTINCT in spec.counts else []),
             *[folds[f.kind](F.col(f"a{j}")).alias(f"s{j}") for j, f in enumerate(spec.functions) if f.arg is not None]]
-    if keep_tail:
-        latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last()
-                                                                for o in spec.order_columns])
-        cols = cols.withColumn("__odf_i", F.row_number().over(latest_first))
-        row = F.struct(*[F.col(f"c{i}") for i in range(len(attrs))])
-        last = F.when(F.col("__odf_i") <= spec.context, F.struct(F.col("__odf_i").alias("i"), row.alias("r")))
-        aggs.append(F.transform(F.sort_array(F.collect_list(last), asc=False), lambda x: x.getField("r")).alias(TAIL))
     grouped = cols.groupBy(*spec.keys).agg(*aggs)
     return grouped.select(*spec.keys, *[F.col(f"__odf_last.o{i}").alias(f"l{i}") for i in range(len(spec.order))],
-                          *[c for c in state_columns(spec, keep_tail)[len(spec.order):]])
+                          *[c for c in state_columns(spec)[len(spec.order):]])
+
+
+def tail_rows(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
+    """The tail table of the partitions of ``rows`` (the child's rows, by position): each partition's last
+    :attr:`RunningSpec.context` rows, numbered from its last (``__odf_i`` = 1)."""
+    attrs = cat.items(spec.child.output())
+    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, attrs, rows=True, args=False)
+    latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last() for o in spec.order_columns])
+    numbered = cols.withColumn(POSITION, F.row_number().over(latest_first).cast("int"))
+    return numbered.where(F.col(POSITION) <= spec.context).select(
+        *spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))])
 
 
 def _plus(a: Column, b: Column, t: T.DataType) -> Column:
@@ -219,11 +232,17 @@ def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
         v = {"sum": _plus(a, b, types[f"s{j}"]), "count": (F.coalesce(a, F.lit(0)) + b).cast("long"),
              "min": F.least(a, b), "max": F.greatest(a, b)}[f.kind]
         cols.append(v.cast(types[f"s{j}"]).alias(f"s{j}"))
-    if spec.context:  # the last rows of the old tail and the new rows' tail
-        both = F.when(F.col(f"old_{TAIL}").isNull(), F.col(TAIL)).otherwise(F.concat(F.col(f"old_{TAIL}"), F.col(TAIL)))
-        cols.append(F.slice(both, F.greatest(F.size(both) - spec.context + 1, F.lit(1)), F.lit(spec.context))
-                    .alias(TAIL))
     return joined.select(*cols)
+
+
+def _extended_tail(spec: RunningSpec, old_tail: DataFrame, new_tail: DataFrame, added: DataFrame) -> DataFrame:
+    """The tails of partitions that got rows after their old tail: the new rows' own tail, then the old tail's rows
+    moved back by the partition's number of new rows (``added``: keys and ``__odf_rows``), as far as they stay."""
+    a = added.select(*[F.col(k).alias(f"n_{k}") for k in spec.keys], F.col(ROWS).alias("n_rows"))
+    moved = old_tail.join(a, same_keys(old_tail, a, spec.keys, [f"n_{k}" for k in spec.keys]), "inner")
+    moved = moved.withColumn(POSITION, (F.col(POSITION) + F.col("n_rows")).cast("int"))
+    moved = moved.where(F.col(POSITION) <= spec.context).select(*new_tail.columns)
+    return new_tail.unionByName(moved)
 
 
 def _extended(cat: Catalyst, spec: RunningSpec, node: Any, window: DataFrame, states: DataFrame) -> DataFrame:
@@ -252,27 +271,25 @@ def _extended(cat: Catalyst, spec: RunningSpec, node: Any, window: DataFrame, st
     return joined.select(*cols)
 
 
-def _after_tail(cat: Catalyst, spec: RunningSpec, node: Any, appended: DataFrame, states: DataFrame) -> DataFrame:
-    """The window's output over new rows that come after their partition's tail (a lag's state): the node runs over
-    the tails and the new rows; the tails' own output rows are dropped, and each running function's fold over the
-    tail is replaced by the partition's state."""
-    attrs = cat.items(spec.child.output())
-    width = len(attrs)
-    rows = [f"c{i}" for i in range(width)]
-    tails = states.select(F.explode(F.col(TAIL)).alias("__odf_r")).select(
-        *[F.col(f"__odf_r.{c}").alias(c) for c in rows])
-    window = evaluate(cat, node, {(0,): appended.select(*rows).unionByName(tails)})
+def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, states: DataFrame, tails: DataFrame,
+               new_only: bool) -> DataFrame:
+    """The window's output over ``rows``: the ``tails`` (the last rows, by position) of ``states``' partitions,
+    with or without new rows after them. Each running function's fold over the tail is replaced by the partition's
+    state (the same shift for every row of a partition); with ``new_only`` the tails' own rows are dropped (no
+    lead: their output does not change)."""
+    width = len(cat.items(spec.child.output()))
+    window = evaluate(cat, node, {(0,): rows})
     out_attrs = cat.items(node.output())
-    out = len(out_attrs)
     keyed = project(cat, window, out_attrs, [(f"c{i}", a) for i, a in enumerate(out_attrs)]
                     + [(k, e) for k, e in zip(spec.keys, spec.partition)]
                     + [(o, e) for o, e in zip(spec.order_columns, spec.order)])
-    s = states.select(*[F.col(c).alias(f"st_{c}") for c in states.columns if c != TAIL])
-    base = initial(cat, spec, tails, tail=False)
+    s = states.select(*[F.col(c).alias(f"st_{c}") for c in states.columns])
+    base = initial(cat, spec, tails)
     b = base.select(*[F.col(c).alias(f"t_{c}") for c in base.columns])
     joined = keyed.join(s, same_keys(keyed, s, spec.keys, [f"st_{k}" for k in spec.keys]), "left")
     joined = joined.join(b, same_keys(joined, b, spec.keys, [f"t_{k}" for k in spec.keys]), "left")
-    joined = joined.where(F.col(f"st_{ROWS}").isNull() | (_last(spec) > _last(spec, "st_l")))
+    if new_only:
+        joined = joined.where(F.col(f"st_{ROWS}").isNull() | (_last(spec) > _last(spec, "st_l")))
     cols = [F.col(f"c{i}") for i in range(width)]
     for j, f in enumerate(spec.functions):
         v = F.col(f"c{width + j}")
@@ -280,18 +297,19 @@ def _after_tail(cat: Catalyst, spec: RunningSpec, node: Any, appended: DataFrame
             v = _plus(F.col(f"st_s{j}"), v - F.coalesce(F.col(f"t_s{j}"), F.lit(0)), f.result_type)
         elif f.kind == "count":
             v = F.coalesce(F.col(f"st_s{j}"), F.lit(0)) + v - F.coalesce(F.col(f"t_s{j}"), F.lit(0))
-        elif f.kind != "lag":  # ranks: the tail's rows (distinct orders) off, the partition's on
+        elif f.kind not in _OFFSETS.values():  # ranks: the tail's rows (distinct orders) off, the partition's on
             c = DISTINCT if f.kind == "dense_rank" else ROWS
             v = F.coalesce(F.col(f"st_{c}"), F.lit(0)) + v - F.coalesce(F.col(f"t_{c}"), F.lit(0))
         cols.append(v.cast(f.result_type).alias(f"c{width + j}"))
-    assert len(cols) == out
+    assert len(cols) == len(out_attrs)
     return joined.select(*cols)
 
 
 # -- a step ---------------------------------------------------------------------------------------------------------
 
-def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta", DataFrame]:
-    """The change of the window's output and the new states."""
+def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFrame | None = None
+         ) -> tuple["Delta", DataFrame, DataFrame | None]:
+    """The change of the window's output, the new states and (a lag or lead) the new tail table."""
     from spark_jobs.transform.incremental import keyed, segment_change
     from spark_jobs.transform.incremental.delta import Delta
 
@@ -303,7 +321,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
     d = segment_change(step, op.children[0], changes)
     if d.empty:
         nothing = empty(step.session, cat.items(op.node.output()))
-        return Delta(nothing, nothing, empty=True), old
+        return Delta(nothing, nothing, empty=True), old, old_tail
     gained, _ = step.keep(_columns(cat, spec, expand(d.pos), attrs, rows=True, args=False))
     lost_keys = None if d.gains_only else _columns(cat, spec, expand(d.neg), attrs, args=False).select(*keys)
     touched = gained.select(*keys)
@@ -317,13 +335,22 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
     appended = gained
     if seen["__odf_rows"]:
         appended = _by_keys(gained, late, keys, "left_anti")
+    neg: list[DataFrame] = []
+    added = initial(cat, spec, appended.select(*row_cols))
+    tail_parts: list[DataFrame] = []
     if spec.context:
+        assert old_tail is not None
         tailed = _by_keys(mine, late, keys, "left_anti") if seen["__odf_rows"] else mine
-        pos = [_after_tail(cat, spec, op.node, appended, tailed)]
+        kept, _ = step.keep(_by_keys(old_tail, tailed.select(*keys), keys, "left_semi"))
+        tails = kept.select(*row_cols)
+        lead = spec.looks_ahead
+        pos = [_over_tail(cat, spec, op.node, appended.select(*row_cols).unionByName(tails), tailed, tails, not lead)]
+        if lead:  # the tails' rows as they were output, retracted (those whose output is the same cancel out)
+            neg.append(_over_tail(cat, spec, op.node, tails, tailed, tails, False))
+        tail_parts.append(_extended_tail(spec, kept, tail_rows(cat, spec, appended.select(*row_cols)), added))
     else:
         pos = [_extended(cat, spec, op.node, evaluate(cat, op.node, {(0,): appended.select(*row_cols)}), mine)]
-    neg: list[DataFrame] = []
-    extended = _merged(spec, mine, initial(cat, spec, appended.select(*row_cols)))
+    extended = _merged(spec, mine, added)
     parts = [extended]
     if seen["__odf_rows"]:  # late rows or removals: those partitions are recomputed from their history
         node = op.children[0].node
@@ -341,12 +368,20 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
         pos.append(evaluate(cat, op.node, {(0,): after}))
         neg.append(evaluate(cat, op.node, {(0,): before}))
         parts.append(initial(cat, spec, after))
+        if spec.context:
+            tail_parts.append(tail_rows(cat, spec, after))
     new = _by_keys(old, touched, keys, "left_anti")
     for p in parts:
         new = new.unionByName(p.select(*old.columns))
+    new_tail = None
+    if spec.context:
+        new_tail = _by_keys(old_tail, touched, keys, "left_anti")
+        for p in tail_parts:
+            new_tail = new_tail.unionByName(p.select(*old_tail.columns))
     out_pos = keyed.union_frames(pos)
     out_neg = keyed.union_frames(neg) if neg else empty(step.session, cat.items(op.node.output()))
-    return Delta(out_pos, out_neg, gains_only=d.gains_only and not seen["__odf_rows"]), new
+    gains_only = d.gains_only and not seen["__odf_rows"] and not spec.looks_ahead
+    return Delta(out_pos, out_neg, gains_only=gains_only), new, new_tail
 
 
 def _by_keys(df: DataFrame, wanted: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
