@@ -651,26 +651,30 @@ def test_an_older_checkpoint_is_rebuilt_once_with_a_warning(spark, tmp_path, ver
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
 
 
-def test_a_count_distinct_checkpoint_without_value_counts_is_rebuilt_once(spark, tmp_path):
-    """data/checkpoint-v5-count-distinct-by-key.parquet was written by the engine before count DISTINCT kept a count
-    per value (it recomputed the touched groups from the history and kept no state) for the "count_distinct" family,
-    FIXED_A/FIXED_B and a first transaction of 4 + 1 rows. A dataset whose checkpoint it is continues with one rebuild
-    that names the missing table, then incremental steps."""
+@pytest.mark.parametrize("family, fixture, table", [
+    ("count_distinct", "checkpoint-v5-count-distinct-by-key.parquet", "aggregate:root"),
+    ("running_lag", "checkpoint-v5-lag-by-key.parquet", "running:root"),
+])
+def test_a_checkpoint_without_an_operators_state_is_rebuilt_once(spark, tmp_path, family, fixture, table):
+    """Checkpoints written by engines before an operator kept a state (they recomputed its touched keys from the
+    history and kept no table): data/checkpoint-v5-count-distinct-by-key.parquet, before count DISTINCT kept a count
+    per value, and data/checkpoint-v5-lag-by-key.parquet, before lag kept its partitions' last rows; each for its
+    family, FIXED_A/FIXED_B and a first transaction of 4 + 1 rows. A dataset whose checkpoint it is continues with
+    one rebuild that names the missing table, then incremental steps."""
     import shutil
 
-    transform, _ = FAMILIES["count_distinct"]
+    transform, _ = FAMILIES[family]
     inputs = _inputs(FIXED_A, FIXED_B)
     coord = MiniCoordinator(spark, tmp_path, transform, inputs)
     coord.step(Txn({"a": 4, "b": 1}))
     assert coord.checkpoint is not None
-    shutil.copyfile(os.path.join(os.path.dirname(__file__), "data", "checkpoint-v5-count-distinct-by-key.parquet"),
-                    coord.checkpoint)
+    shutil.copyfile(os.path.join(os.path.dirname(__file__), "data", fixture), coord.checkpoint)
     coord.step(Txn({"a": 3}))
     coord.step(Txn({"a": 2, "b": 1}))
     diags = [r.diagnostics for r in coord.result.responses]
     assert [d["path"] for d in diags] == ["rebuild", "rebuild", "incremental"]
     warnings = diags[1]["warnings"]
-    assert any("no state table aggregate:root " in w and "rebuilt" in w for w in warnings), warnings
+    assert any(f"no state table {table} " in w and "rebuilt" in w for w in warnings), warnings
     assert diags[2]["stateRows"] > 0
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
 

@@ -176,13 +176,14 @@ def test_stateful_checks_its_checkpoint_continues_the_request(spark, tmp_path):
 
 def test_stateful_needs_history_paths_after_the_first_slice(spark, tmp_path):
     a = InputSpec("a", KX, [Event(A, minutes(i), ("p", i)) for i in range(4)])
-    q = sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time) AS prev FROM a")
+    q = sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 PRECEDING AND "
+            "1 FOLLOWING) AS near FROM a")
     coord = MiniCoordinator(spark, tmp_path / "full", q, [a], use_history=False)
     coord.step({"a": 2})  # starts at offset 0: the new slice is the whole history
     resp = coord.execute(coord.request({"a": 2}))
     assert resp.kind == "InternalError" and "history" in resp.message
     # the incremental path reads history only to rebuild or recompute a group: appends to counts and maxima do not,
-    # nor appends in event-time order to a running sum
+    # nor appends in event-time order to a running sum or a lag
     q = sql("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a GROUP BY k")
     coord = MiniCoordinator(spark, tmp_path / "incremental", q, [a], use_history=False)
     coord.step({"a": 2})
