@@ -255,20 +255,29 @@ def _extended(cat: Catalyst, spec: RunningSpec, node: Any, window: DataFrame, st
     s = states.select(*[F.col(c).alias(f"st_{c}") for c in states.columns])
     joined = keyed.join(s, same_keys(keyed, s, spec.keys, [f"st_{k}" for k in spec.keys]), "left")
     cols = [F.col(f"c{i}") for i in range(width)]
-    for j, f in enumerate(spec.functions):
-        n = F.col(f"c{width + j}")
-        t = f.result_type
-        if f.kind == "sum":
-            v = _plus(F.col(f"st_s{j}"), n, t)
-        elif f.kind == "count":
-            v = F.coalesce(F.col(f"st_s{j}"), F.lit(0)) + n
-        elif f.kind in ("min", "max"):
-            v = (F.least if f.kind == "min" else F.greatest)(F.col(f"st_s{j}"), n)
-        else:
-            before = F.col(f"st_{DISTINCT}" if f.kind == "dense_rank" else f"st_{ROWS}")
-            v = F.coalesce(before, F.lit(0)) + n
-        cols.append(v.cast(t).alias(f"c{width + j}"))
+    cols += [_continued(j, f, F.col(f"c{width + j}"), tail=False).cast(f.result_type).alias(f"c{width + j}")
+             for j, f in enumerate(spec.functions)]
     return joined.select(*cols)
+
+
+def _continued(j: int, f: RunningFunction, v: Column, tail: bool) -> Column:
+    """The ``j``-th function's value at a row, from ``v``, its value over the rows the window ran over (the new
+    rows; with ``tail`` the partition's tail before them, whose own fold ``t_*`` is taken off), continued from the
+    partition's state ``st_*``. A lag's or lead's value is its own."""
+    def off(c: str) -> Column:
+        return v - F.coalesce(F.col(f"t_{c}"), F.lit(0)) if tail else v
+
+    if f.kind in _OFFSETS.values():
+        return v
+    if f.kind == "sum":
+        return _plus(F.col(f"st_s{j}"), off(f"s{j}"), f.result_type)
+    if f.kind == "count":
+        return F.coalesce(F.col(f"st_s{j}"), F.lit(0)) + off(f"s{j}")
+    if f.kind in ("min", "max"):  # not beside a tail (analyze): an extreme has no inverse
+        assert not tail
+        return (F.least if f.kind == "min" else F.greatest)(F.col(f"st_s{j}"), v)
+    counted = DISTINCT if f.kind == "dense_rank" else ROWS  # ranks: rows (distinct orders) before the row
+    return F.coalesce(F.col(f"st_{counted}"), F.lit(0)) + off(counted)
 
 
 def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, states: DataFrame, tails: DataFrame,
@@ -291,16 +300,8 @@ def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, sta
     if new_only:
         joined = joined.where(F.col(f"st_{ROWS}").isNull() | (_last(spec) > _last(spec, "st_l")))
     cols = [F.col(f"c{i}") for i in range(width)]
-    for j, f in enumerate(spec.functions):
-        v = F.col(f"c{width + j}")
-        if f.kind == "sum":  # over the tail and the new rows: the tail's sum off, the state's on
-            v = _plus(F.col(f"st_s{j}"), v - F.coalesce(F.col(f"t_s{j}"), F.lit(0)), f.result_type)
-        elif f.kind == "count":
-            v = F.coalesce(F.col(f"st_s{j}"), F.lit(0)) + v - F.coalesce(F.col(f"t_s{j}"), F.lit(0))
-        elif f.kind not in _OFFSETS.values():  # ranks: the tail's rows (distinct orders) off, the partition's on
-            c = DISTINCT if f.kind == "dense_rank" else ROWS
-            v = F.coalesce(F.col(f"st_{c}"), F.lit(0)) + v - F.coalesce(F.col(f"t_{c}"), F.lit(0))
-        cols.append(v.cast(f.result_type).alias(f"c{width + j}"))
+    cols += [_continued(j, f, F.col(f"c{width + j}"), tail=True).cast(f.result_type).alias(f"c{width + j}")
+             for j, f in enumerate(spec.functions)]
     assert len(cols) == len(out_attrs)
     return joined.select(*cols)
 
