@@ -118,8 +118,27 @@ FAMILIES = {
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
     "window_by_key": (sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time, x) AS prev, "
                           "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC, x) AS rest FROM a"), ()),
+    # the first rows per partition are its state (spark_jobs.transform.incremental.top); removals among them
+    # recompute the partition
     "top_per_key": (sql("SELECT event_time, k, x FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY x DESC, "
                         "event_time) AS rn FROM a) WHERE rn <= 2"), ()),
+    "top_latest": (sql(f"SELECT event_time, k, x, rn FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY {SEQ} "
+                       "DESC) AS rn FROM a) WHERE rn = 1"), ()),
+    "top_ranked": (sql("SELECT event_time, k, x, r, dr FROM (SELECT *, rank() OVER w AS r, dense_rank() OVER w AS dr "
+                       "FROM a WINDOW w AS (PARTITION BY k ORDER BY x NULLS LAST)) "
+                       "WHERE r <= 2 AND event_time > TIMESTAMP'2024-01-01 00:10:00Z'"), ()),
+    "top_dense": (sql("SELECT event_time, k, x, r, dr FROM (SELECT *, rank() OVER w AS r, dense_rank() OVER w AS dr "
+                      "FROM a WINDOW w AS (PARTITION BY ascii(k) % 2, k ORDER BY x DESC NULLS FIRST)) "
+                      "WHERE 2 >= dr"), ()),
+    "top_of_aggregate": (steps(
+        ("hourly", "SELECT k, date_trunc('HOUR', event_time) AS event_time, count(*) AS n, sum(x) AS s FROM a "
+                   "GROUP BY k, date_trunc('HOUR', event_time)"),
+        (None, "SELECT event_time, k, n, s FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY n DESC, "
+               "event_time) AS rn FROM hourly) WHERE rn = 1")), ()),
+    "top_then_aggregate": (steps(
+        ("top2", f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY {SEQ}) AS rn FROM a) "
+                 "WHERE rn <= 2"),
+        (None, "SELECT k, sum(x) AS s, count(*) AS n, max(event_time) AS event_time FROM top2 GROUP BY k")), ()),
     "lookup_join": (sql("SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON a.k = b.k"), ()),
     "outer_join": (sql("SELECT coalesce(a.event_time, b.event_time) AS event_time, a.k AS ak, b.k AS bk, a.x, "
                        "b.x AS bx FROM a FULL OUTER JOIN b ON a.k = b.k AND a.x < b.x + 3"), ()),
@@ -362,6 +381,37 @@ def test_a_lag_or_lead_keeps_its_partitions_last_rows(spark, tmp_path):
     for a, b in zip(inc.result.slices, full.result.slices, strict=True):
         assert a.equals(b), (a.to_pylist(), b.to_pylist())
     assert reduce_output(inc.result.rows()) == batch_reference(spark, ahead, inc.inputs)
+
+
+def test_the_first_rows_of_each_partition_are_its_state(spark, tmp_path):
+    """A filter on row_number() keeps each partition's first rows as state: new rows are ranked against them (no
+    history read), a late row or a removed row ranked after them changes nothing, and removing or correcting a kept
+    row recomputes that partition from its history. Slices are the full path's bytes."""
+    transform = sql("SELECT event_time, k, x, rn FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY "
+                    "event_time DESC) AS rn FROM a) WHERE rn <= 2")
+    history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3)], Event(OP_APPEND, minutes(1), ("q", 5)),
+               Event(OP_APPEND, minutes(4), ("p", 4)), Event(OP_APPEND, minutes(5), ("r", None)),  # p's 4 comes first
+               Event(OP_APPEND, minutes(0), ("p", 0)), Event(R, minutes(1), ("p", 1)),  # both ranked after p's 4, 3
+               Event(OP_APPEND, minutes(6), ("q", 6)),
+               Event(R, minutes(4), ("p", 4)),  # a kept row removed: p is recomputed (3, 2)
+               Event(OP_CORRECT_FROM, minutes(6), ("q", 6)), Event(OP_CORRECT_TO, minutes(6), ("q", 7))]
+    split = [Txn({"a": 4}), Txn({"a": 2}), Txn({"a": 3}), Txn({"a": 1}), Txn({"a": 2})]
+    inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
+    full = _run(spark, tmp_path / "full", transform, [InputSpec("a", DATA, history)], split, incremental=False)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 4
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
+    assert [d["stateRows"] for d in diags] == [3, 4, 5, 5, 5], diags  # up to 2 rows a partition
+    changed = [sorted((r["op"], r["k"], r["x"], r["rn"]) for r in t.to_pylist()) for t in inc.result.slices]
+    assert changed[1] == [(OP_APPEND, "p", 3, 2), (OP_APPEND, "p", 4, 1), (OP_APPEND, "r", None, 1),
+                          (R, "p", 2, 2), (R, "p", 3, 1)], changed[1]
+    assert changed[2] == [(OP_APPEND, "q", 5, 2), (OP_APPEND, "q", 6, 1), (R, "q", 5, 1)], changed[2]
+    assert changed[3] == [(OP_APPEND, "p", 2, 2), (OP_APPEND, "p", 3, 1), (R, "p", 3, 2), (R, "p", 4, 1)], changed[3]
+    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
+    window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
+    assert "first rows per partition (1 key(s)): row_number() limited to 2" in window[0].detail, window
 
 
 def test_a_global_aggregate_whose_rows_are_all_removed_gives_sparks_row_over_no_rows(spark, tmp_path):
@@ -654,12 +704,14 @@ def test_an_older_checkpoint_is_rebuilt_once_with_a_warning(spark, tmp_path, ver
 @pytest.mark.parametrize("family, fixture, table", [
     ("count_distinct", "checkpoint-v5-count-distinct-by-key.parquet", "aggregate:root"),
     ("running_lag", "checkpoint-v5-lag-by-key.parquet", "running:root"),
+    ("top_per_key", "checkpoint-v5-top-by-key.parquet", "top:root.0"),
 ])
 def test_a_checkpoint_without_an_operators_state_is_rebuilt_once(spark, tmp_path, family, fixture, table):
     """Checkpoints written by engines before an operator kept a state (they recomputed its touched keys from the
     history and kept no table): data/checkpoint-v5-count-distinct-by-key.parquet, before count DISTINCT kept a count
-    per value, and data/checkpoint-v5-lag-by-key.parquet, before lag kept its partitions' last rows; each for its
-    family, FIXED_A/FIXED_B and a first transaction of 4 + 1 rows. A dataset whose checkpoint it is continues with
+    per value, data/checkpoint-v5-lag-by-key.parquet, before lag kept its partitions' last rows, and
+    data/checkpoint-v5-top-by-key.parquet, before a filter on row_number() kept each partition's first rows; each for
+    its family, FIXED_A/FIXED_B and a first transaction of 4 + 1 rows. A dataset whose checkpoint it is continues with
     one rebuild that names the missing table, then incremental steps."""
     import shutil
 
@@ -781,6 +833,16 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     window = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
     assert window.path == "incremental" and window.operators[1].operator == "Window", window.operators
     assert "running state per partition (1 key(s)): RANK()" in window.operators[1].detail
+    ranked = "SELECT event_time, k, x FROM (SELECT *, {} OVER (PARTITION BY k ORDER BY {}) AS r FROM a) WHERE {}"
+    latest = explain(ranked.format("row_number()", "event_time DESC", "r = 1"))
+    assert [(o.operator, o.path) for o in latest.operators][:2] == [("Project", "row-wise"), ("Window", "incremental")]
+    assert "row_number() limited to 1; each partition keeps its first 1 row(s)" in latest.operators[1].detail
+    dense = explain(ranked.format("dense_rank()", "x", "r <= 3 AND x > 0"))
+    assert "its first 3 ORDER BY value(s)" in dense.operators[1].detail, dense.operators
+    wide = explain(ranked.format("row_number()", "event_time DESC", "r <= 1001"))
+    assert [(o.operator, o.path) for o in wide.operators][1:3] == [("Filter", "row-wise"), ("Window", "incremental")]
+    assert "the filter keeps rows ranked up to 1001: only 1 to 1000" in wide.operators[1].detail, wide.operators
+    assert "partitions the new rows touch are recomputed" in wide.operators[2].detail, wide.operators
     lag = explain("SELECT event_time, k, lag(x) OVER (PARTITION BY k ORDER BY event_time) AS prev FROM a")
     assert "running state per partition (1 key(s)) and its last 1 row(s): lag(a.x, 1, NULL)" in \
         lag.operators[1].detail, lag.operators

@@ -27,7 +27,7 @@ from spark_jobs.columns import col
 from spark_jobs.parquet_files import local_path, num_rows
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.checkpoint import stateful_meta
-from spark_jobs.transform.incremental import aggregate, key_ranges, keyed, running
+from spark_jobs.transform.incremental import aggregate, key_ranges, keyed, running, top
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
 from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
@@ -207,6 +207,8 @@ def _restrict(df: DataFrame, keys_df: DataFrame, keys: Sequence[str]) -> DataFra
 
 def initial_states(step: Step, op: Op) -> dict[str, DataFrame]:
     """An operator's state tables (by their names in a step's states) from its child's whole history."""
+    if op.kind == top.KIND:
+        return {op.id: top.initial(step.cat, op.spec, step.replay(op.spec.child))}
     if op.kind == running.KIND:
         rows = step.replay(op.spec.child)
         tail = {tail_table(op.id): running.tail_rows(step.cat, op.spec, rows)} if op.spec.context else {}
@@ -349,6 +351,9 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
         if op.kind == keyed.KIND:
             change = keyed.step(step, op, changes)
             changes[op.id] = cancel(change) if op.id != "root" else change
+        elif op.kind == top.KIND:
+            change, states[op.id] = top.step(step, op, old_states[op.id], changes)
+            changes[op.id] = cancel(change) if op.id != "root" else change
         elif op.kind == running.KIND:
             change, states[op.id], tail = running.step(step, op, old_states[op.id], changes,
                                                        old_states.get(tail_table(op.id)))
@@ -360,10 +365,10 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
             changes[op.id], tables, found = aggregate_step(step, op, old_states, changes, paired and top_node)
             states.update(tables)
             pairs = found if top_node else pairs
-    top = segment_change(step, step.plan.root, changes)
-    if len(top.pos.columns) - (1 if "__odf_n" in top.pos.columns else 0) != len(out_columns):
+    out = segment_change(step, step.plan.root, changes)
+    if len(out.pos.columns) - (1 if "__odf_n" in out.pos.columns else 0) != len(out_columns):
         raise AssertionError("the incremental plan's output does not match the query's columns")
-    return top, states, pairs
+    return out, states, pairs
 
 
 def counted_change(top: Delta, out_columns: Sequence[str], names: Sequence[str], types: Mapping[str, T.DataType]

@@ -3,11 +3,12 @@
 The optimised Catalyst plan (inputs as plain leaves) is cut into *segments* of row-wise nodes (projections, filters,
 unions, generators, expands) whose *frontiers* are input leaves, constant relations or stateful *operators*
 (aggregations and DISTINCT with a state per group; running window functions with a state per partition, see
-:mod:`.running`; other window functions, joins and the other aggregations by key, see :mod:`.keyed`); each
-operator's children are segments again. A change flows bottom-up: input slices -> segment -> operator -> segment ->
-... -> the output. Any node outside this fragment (LIMIT, subqueries, a window without
-PARTITION BY...) makes the whole query take the full path, and :func:`analyze` says which node and why. The
-:class:`OperatorPlan` lines say the path of every operator, for ``odf explain`` and the transform's log.
+:mod:`.running`; a filter on a ranking function's first rows, with those rows per partition, see :mod:`.top`; other
+window functions, joins and the other aggregations by key, see :mod:`.keyed`); each operator's children are segments
+again. A change flows bottom-up: input slices -> segment -> operator -> segment -> ... -> the output. Any node outside
+this fragment (LIMIT, subqueries, a window without PARTITION BY...) makes the whole query take the full path, and
+:func:`analyze` says which node and why. The :class:`OperatorPlan` lines say the path of every operator, for
+``odf explain`` and the transform's log.
 """
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ class _Analyzer:
         cat = self.cat
         name = cat.cls(node)
         where = op_id + "".join(f".{i}" for i in path)
+        note = ""  # why a row-wise node is not part of an operator, where that is worth saying
         if node.subqueries().size() > 0:
             raise Unsupported(name, "a subquery inside an expression is evaluated over whole inputs")
         index = cat.input_index(node)
@@ -126,6 +128,21 @@ class _Analyzer:
                 return
             self._operator(node, running.KIND, spec, where, path, depth, out)
             return
+        if name == "Filter":
+            from spark_jobs.transform.incremental import top
+
+            try:
+                spec = top.analyze(cat, node)
+            except Unsupported as why:  # too many rows a partition: a row-wise filter over a window by key
+                spec, note = None, f" (no state of the first rows per partition: {why.reason})"
+            if spec is not None:
+                self.lines.append(OperatorPlan(depth=depth, operator=spec.operator, path=PATH_INCREMENTAL,
+                                               detail=spec.detail))
+                below = where + "".join(f".{i}" for i in spec.child_path)  # the ranked rows' position
+                op = Op(where, top.KIND, node, [self.segment(spec.child, below, depth + 1)], spec)
+                self.ops.append(op)
+                out.append(Frontier(path, node, "op", op=op))
+                return
         if name in ("WindowGroupLimit", "Join"):
             from spark_jobs.transform.incremental import keyed
 
@@ -136,7 +153,7 @@ class _Analyzer:
             raise Unsupported(name, _why_not(name))
         if name not in ("SubqueryAlias", "View", "ResolvedHint"):
             self.lines.append(OperatorPlan(depth=depth, operator=name, path=PATH_ROW_WISE,
-                                           detail="applied to the changed rows only"))
+                                           detail="applied to the changed rows only" + note))
         for i, child in enumerate(cat.items(node.children())):
             self._walk(child, path + (i,), op_id, depth + 1, out)
 

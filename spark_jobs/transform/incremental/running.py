@@ -38,7 +38,7 @@ from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental import key_ranges
 from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
-from spark_jobs.transform.incremental.state import same_keys
+from spark_jobs.transform.incremental.state import by_keys, same_keys
 
 if TYPE_CHECKING:  # the step lives in the package, which imports this module
     from spark_jobs.transform.incremental import Step
@@ -327,7 +327,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
     lost_keys = None if d.gains_only else _columns(cat, spec, expand(d.neg), attrs, args=False).select(*keys)
     touched = gained.select(*keys)
     touched = (touched if lost_keys is None else touched.unionByName(lost_keys)).distinct()
-    mine, _ = step.keep(_by_keys(old, touched, keys, "left_semi"))
+    mine, _ = step.keep(by_keys(old, touched, keys, "left_semi"))
     m = mine.select(*[F.col(c).alias(f"m_{c}") for c in mine.columns])
     tagged = gained.join(m, same_keys(gained, m, keys, [f"m_{k}" for k in keys]), "left")
     late_rows = tagged.where(F.col(f"m_{ROWS}").isNotNull() & ~(_last(spec) > _last(spec, "m_l"))).select(*keys)
@@ -335,14 +335,14 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
     row_cols = [f"c{i}" for i in range(width)]
     appended = gained
     if seen["__odf_rows"]:
-        appended = _by_keys(gained, late, keys, "left_anti")
+        appended = by_keys(gained, late, keys, "left_anti")
     neg: list[DataFrame] = []
     added = initial(cat, spec, appended.select(*row_cols))
     tail_parts: list[DataFrame] = []
     if spec.context:
         assert old_tail is not None
-        tailed = _by_keys(mine, late, keys, "left_anti") if seen["__odf_rows"] else mine
-        kept, _ = step.keep(_by_keys(old_tail, tailed.select(*keys), keys, "left_semi"))
+        tailed = by_keys(mine, late, keys, "left_anti") if seen["__odf_rows"] else mine
+        kept, _ = step.keep(by_keys(old_tail, tailed.select(*keys), keys, "left_semi"))
         tails = kept.select(*row_cols)
         lead = spec.looks_ahead
         pos = [_over_tail(cat, spec, op.node, appended.select(*row_cols).unionByName(tails), tailed, tails, not lead)]
@@ -371,22 +371,15 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         parts.append(initial(cat, spec, after))
         if spec.context:
             tail_parts.append(tail_rows(cat, spec, after))
-    new = _by_keys(old, touched, keys, "left_anti")
+    new = by_keys(old, touched, keys, "left_anti")
     for p in parts:
         new = new.unionByName(p.select(*old.columns))
     new_tail = None
     if spec.context:
-        new_tail = _by_keys(old_tail, touched, keys, "left_anti")
+        new_tail = by_keys(old_tail, touched, keys, "left_anti")
         for p in tail_parts:
             new_tail = new_tail.unionByName(p.select(*old_tail.columns))
     out_pos = keyed.union_frames(pos)
     out_neg = keyed.union_frames(neg) if neg else empty(step.session, cat.items(op.node.output()))
     gains_only = d.gains_only and not seen["__odf_rows"] and not spec.looks_ahead
     return Delta(out_pos, out_neg, gains_only=gains_only), new, new_tail
-
-
-def _by_keys(df: DataFrame, wanted: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
-    """Rows of ``df`` whose keys (null-safe) are (``left_semi``) or are not (``left_anti``) among ``wanted``'s, a
-    small frame of the key columns (broadcast)."""
-    w = wanted.toDF(*[f"w_{k}" for k in keys])
-    return df.join(F.broadcast(w), same_keys(df, w, keys, list(w.columns)), how)

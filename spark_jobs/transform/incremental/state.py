@@ -70,6 +70,13 @@ def same_keys(left: DataFrame, right: DataFrame, keys: Sequence[str], right_keys
     return cond if cond is not None else F.lit(True)
 
 
+def by_keys(df: DataFrame, wanted: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
+    """Rows of ``df`` whose keys (null-safe) are (``left_semi``) or are not (``left_anti``) among ``wanted``'s, a
+    small frame of the key columns (broadcast)."""
+    w = wanted.toDF(*[f"w_{k}" for k in keys])
+    return df.join(F.broadcast(w), same_keys(df, w, keys, list(w.columns)), how)
+
+
 @dataclass
 class StateStore:
     """The tables of the previous checkpoint (read side)."""
