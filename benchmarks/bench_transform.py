@@ -17,8 +17,9 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
   checkpoint).
 * ``bench_latest``: the same with ``max_by``/``min_by`` by event time per group (the latest value, the first
   category).
-* ``bench_keyed``, ``bench_join``, ``bench_lag``: a running sum per key, a lookup join and tumbling windows; a join of
-  two growing inputs; ``lag`` per key (the partitions' last rows kept as state).
+* ``bench_keyed``, ``bench_join``, ``bench_lag``, ``bench_top``: a running sum per key, a lookup join and tumbling
+  windows; a join of two growing inputs; ``lag`` per key (the partitions' last rows kept as state); the latest row per
+  key (``row_number() ... = 1``; the partitions' first rows kept as state).
 * ``bench_fixed_cost``: one tiny transaction through ``spark-submit`` (and in-process), by step.
 """
 from __future__ import annotations
@@ -670,6 +671,9 @@ JOIN_SQL = ("select s.event_time, s.id, s.value, l.category as label from src s 
 LAG_SQL = ("select event_time, id % 100000 as acct, value, value - lag(value) over w as change, "
            "lag(category, 2) over w as category_before, row_number() over w as n from src "
            "window w as (partition by id % 100000 order by event_time)")
+TOP_SQL = ("select event_time, acct, value, category from (select event_time, id % 100000 as acct, value, "
+           "category, row_number() over (partition by id % 100000 order by event_time desc) as rn from src) "
+           "where rn = 1")
 GROWING_JOIN_SQL = ("select s.event_time, s.id, s.value, o.value as other_value, o.category as other_category "
                     "from src s join other o on s.id = o.id")
 
@@ -856,6 +860,20 @@ def bench_lag(ctx: Ctx) -> str:
                        "partitions from all of it (docs/transforms.md).", results, notes)
 
 
+def bench_top(ctx: Ctx) -> str:
+    """The latest row per key (.top: the partitions' first rows are the state): a step vs a batch query."""
+    results: list[Result] = []
+    notes: list[str] = []
+    _keyed_runs(ctx, 5, KeyedQuery("latest row per key (100k keys, computed key)", TOP_SQL, ("src",),
+                                   "each key's latest row, with the window's value it was output with"),
+                results, notes)
+    return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids; the step ranks the "
+                       "new rows against the latest row kept for each partition (id % 100000) they touch, and "
+                       "retracts the rows they replace. The key is computed, so key ranges cannot prune the history: "
+                       "the engine before recomputed the touched partitions from all of it (docs/transforms.md).",
+                       results, notes)
+
+
 def bench_fixed_cost(ctx: Ctx) -> str:
     sz = ctx.sizes
     root = make_root(ctx.ws, "tiny", ctx.tmp)
@@ -918,6 +936,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_keyed": bench_keyed,
     "bench_join": bench_join,
     "bench_lag": bench_lag,
+    "bench_top": bench_top,
 }
 
 TITLES = {
@@ -930,6 +949,7 @@ TITLES = {
     "bench_keyed": "Incremental window and join queries: a transaction vs one batch query over everything",
     "bench_join": "Incremental join of two growing inputs: a transaction vs one batch query over everything",
     "bench_lag": "Incremental lag per key: a transaction vs one batch query over everything",
+    "bench_top": "Incremental latest row per key (row_number() = 1): a transaction vs one batch query over everything",
 }
 
 
