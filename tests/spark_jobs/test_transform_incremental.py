@@ -115,6 +115,14 @@ FAMILIES = {
     "running_lead": (sql("SELECT event_time, k, x, lead(x) OVER w AS next, lead(x, 2, -1) OVER w AS next2, "
                          "lag(x) OVER w AS prev, count(x) OVER w AS nx, row_number() OVER w AS rn, "
                          "dense_rank() OVER w AS dr FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
+    # frames of rows around the row (moving aggregates): the tail again, for any aggregate (Spark's own over it)
+    "running_frame": (sql("SELECT event_time, k, x, avg(x) OVER (PARTITION BY k ORDER BY event_time, x ROWS "
+                          "BETWEEN 2 PRECEDING AND CURRENT ROW) AS avg3, sum(CAST(x AS DOUBLE)) OVER (PARTITION BY k "
+                          "ORDER BY event_time, x ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near, max(x) OVER "
+                          "(PARTITION BY k ORDER BY event_time, x ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS "
+                          "before3, last(x) OVER (PARTITION BY k ORDER BY event_time, x ROWS BETWEEN CURRENT "
+                          "ROW AND 2 FOLLOWING) AS ahead2, count(*) OVER w AS n, row_number() OVER w AS rn FROM a "
+                          "WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
     "window_by_key": (sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time, x) AS prev, "
                           "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC, x) AS rest FROM a"), ()),
@@ -149,7 +157,7 @@ FAMILIES = {
     "left_join_on_ranges": (sql("SELECT a.event_time, a.k, a.x, b.k AS bk FROM a LEFT JOIN b "
                                 "ON a.event_time = b.event_time"), ()),
     "window_on_ranges": (sql("SELECT event_time, k, x, count(k) OVER (PARTITION BY x ORDER BY event_time, k "
-                             "ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near FROM a"), ()),
+                             "ROWS BETWEEN 1 PRECEDING AND UNBOUNDED FOLLOWING) AS near FROM a"), ()),
     "join_then_aggregate": (sql("SELECT a.k, count(*) AS n, sum(b.x) AS s, max(a.event_time) AS event_time "
                                 "FROM a JOIN b ON a.k = b.k GROUP BY a.k"), ()),
 }
@@ -381,6 +389,31 @@ def test_a_lag_or_lead_keeps_its_partitions_last_rows(spark, tmp_path):
     for a, b in zip(inc.result.slices, full.result.slices, strict=True):
         assert a.equals(b), (a.to_pylist(), b.to_pylist())
     assert reduce_output(inc.result.rows()) == batch_reference(spark, ahead, inc.inputs)
+
+
+def test_a_frame_of_rows_keeps_its_partitions_last_rows(spark, tmp_path):
+    """An aggregate over a frame of rows around the row (a moving average; a sum over the rows beside it) keeps the
+    partition's last rows like a lag and a lead: appends read no history, the rows whose frame reaches the new rows
+    are retracted and output again, and a late row or a removal recomputes the partition."""
+    transform = sql("SELECT event_time, k, x, avg(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 2 "
+                    "PRECEDING AND CURRENT ROW) AS avg3, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS "
+                    "BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near FROM a")
+    history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3)], Event(OP_APPEND, minutes(1), ("q", 5)),
+               Event(OP_APPEND, minutes(4), ("p", 4)), Event(OP_APPEND, minutes(5), ("r", None)),
+               Event(OP_APPEND, minutes(5), ("p", 6)), Event(OP_APPEND, minutes(6), ("p", 7)),
+               Event(OP_APPEND, minutes(0), ("p", 0)),  # late: p is recomputed from its history
+               Event(R, minutes(1), ("q", 5)), Event(OP_APPEND, minutes(7), ("p", 8))]
+    split = [Txn({"a": 4}), Txn({"a": 2}), Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 2})]
+    inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
+    full = _run(spark, tmp_path / "full", transform, [InputSpec("a", DATA, history)], split, incremental=False)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
+    changed = sorted((r["op"], r["x"], round(r["avg3"], 3), r["near"]) for r in inc.result.slices[2].to_pylist())
+    assert changed == sorted([(OP_APPEND, 4, 3.0, 13), (OP_APPEND, 6, 4.333, 17), (OP_APPEND, 7, 5.667, 13),
+                              (R, 4, 3.0, 7)]), changed  # 4's frame now reaches 6
+    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
 
 
 def test_the_first_rows_of_each_partition_are_its_state(spark, tmp_path):
@@ -849,18 +882,27 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     lead = explain("SELECT event_time, k, lead(x, 2) OVER w AS next, lag(x) OVER w AS prev FROM a "
                    "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
     assert "and its last 3 row(s): lead(a.x, 2, NULL), lag(a.x, 1, NULL)" in lead.operators[1].detail, lead.operators
+    moving = explain("SELECT event_time, k, avg(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 6 PRECEDING "
+                     "AND CURRENT ROW) AS week, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 "
+                     "PRECEDING AND 2 FOLLOWING) AS near FROM a")
+    assert "running state per partition (1 key(s)) and its last 8 row(s): avg(a.x), sum(a.x)" in \
+        moving.operators[1].detail, moving.operators
     keyed = explain("SELECT event_time, k, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 PRECEDING "
-                    "AND 1 FOLLOWING) AS near FROM a")
+                    "AND UNBOUNDED FOLLOWING) AS rest FROM a")
     assert keyed.path == "incremental" and keyed.operators[1].operator == "Window", keyed.operators
     assert "partitions the new rows touch are recomputed" in keyed.operators[1].detail
-    assert "only frames from UNBOUNDED PRECEDING to CURRENT ROW keep" in keyed.operators[1].detail, keyed.operators
+    assert "only ROWS frames within 100 rows of the current row keep" in keyed.operators[1].detail, keyed.operators
     for query, why in (("lag(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)", "IGNORE NULLS"),
                        ("lag(x, 101) OVER (PARTITION BY k ORDER BY event_time)", "only lags of 1 to 100 rows"),
                        ("lag(x) OVER (PARTITION BY k ORDER BY event_time) + max(x) OVER (PARTITION BY k ORDER BY "
                         "event_time)", "a running max beside a lag"),
                        ("lead(x) OVER (PARTITION BY k ORDER BY event_time) + sum(x) OVER (PARTITION BY k ORDER BY "
                         "event_time)", "a running sum beside a lead"),
-                       ("lead(x) OVER (PARTITION BY k ORDER BY event_time DESC)", "only ascending orders")):
+                       ("lead(x) OVER (PARTITION BY k ORDER BY event_time DESC)", "only ascending orders"),
+                       ("max(x) OVER (PARTITION BY k ORDER BY event_time) + min(x) OVER (PARTITION BY k ORDER BY "
+                        "event_time ROWS 2 PRECEDING)", "a running max beside a frame of rows"),
+                       ("sum(x) OVER (PARTITION BY k ORDER BY x RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
+                        "a RANGE frame can reach any number of rows")):
         other = explain(f"SELECT event_time, k, {query} AS y FROM a")
         window = [o for o in other.operators if o.operator == "Window"]
         assert window and why in window[0].detail and "no running state" in window[0].detail, other.operators

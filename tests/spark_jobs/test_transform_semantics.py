@@ -177,7 +177,7 @@ def test_stateful_checks_its_checkpoint_continues_the_request(spark, tmp_path):
 def test_stateful_needs_history_paths_after_the_first_slice(spark, tmp_path):
     a = InputSpec("a", KX, [Event(A, minutes(i), ("p", i)) for i in range(4)])
     q = sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 PRECEDING AND "
-            "1 FOLLOWING) AS near FROM a")
+            "UNBOUNDED FOLLOWING) AS rest FROM a")
     coord = MiniCoordinator(spark, tmp_path / "full", q, [a], use_history=False)
     coord.step({"a": 2})  # starts at offset 0: the new slice is the whole history
     resp = coord.execute(coord.request({"a": 2}))

@@ -23,6 +23,11 @@ tail then also holds those rows (the lags' and leads' largest offsets added up);
 and without the new rows, the second's rows are retracted and the first's added, and the tail's rows whose output
 did not change cancel out. Beside a lead only functions whose fold over the tail also gives the tail's own rows
 exactly qualify (``count``, ``row_number``, ``dense_rank``, lags).
+
+Any aggregate over a frame of rows around the row (``ROWS BETWEEN 6 PRECEDING AND CURRENT ROW``: a moving average;
+up to 100 rows before and after) reads a fixed number of rows like a lag (before) and a lead (after), so it takes
+the tail the same way; its value is Spark's own over the same rows in the same order, so it need not be invertible
+(a DOUBLE sum, an average, ``min``/``max``, ``collect_list``).
 """
 from __future__ import annotations
 
@@ -56,11 +61,12 @@ _OFFSETS = {"Lag": "lag", "Lead": "lead"}
 
 @dataclass(frozen=True)
 class RunningFunction:
-    kind: str  # "sum" | "count" | "min" | "max" | "row_number" | "rank" | "dense_rank" | "lag" | "lead"
-    arg: Any | None  # JVM expression over the window's child output (the aggregate functions)
+    kind: str  # "sum" | "count" | "min" | "max" | "row_number" | "rank" | "dense_rank" | "lag" | "lead" | "frame"
+    arg: Any | None  # JVM expression over the window's child output (the running aggregate functions)
     result_type: T.DataType
     sql: str
-    offset: int = 0  # a lag's or lead's offset
+    behind: int = 0  # how many rows before the row its value reads (a lag; a frame of rows)
+    ahead: int = 0  # how many rows after it (a lead; a frame of rows)
 
 
 @dataclass(frozen=True)
@@ -79,14 +85,14 @@ class RunningSpec:
 
     @property
     def context(self) -> int:
-        """How many of a partition's last rows its state keeps (its tail): the largest lag offset plus the largest
-        lead offset, else none."""
-        return sum(max((f.offset for f in self.functions if f.kind == k), default=0) for k in _OFFSETS.values())
+        """How many of a partition's last rows its state keeps (its tail): the most rows a function reads before a
+        row (a lag, a frame) plus the most it reads after one (a lead, a frame), else none."""
+        return max((f.behind for f in self.functions), default=0) + max((f.ahead for f in self.functions), default=0)
 
     @property
     def looks_ahead(self) -> bool:
         """A lead: new rows change the output of the partition's last rows."""
-        return any(f.kind == "lead" for f in self.functions)
+        return any(f.ahead > 0 for f in self.functions)
 
     @property
     def keys(self) -> list[str]:
@@ -96,6 +102,31 @@ class RunningSpec:
     @property
     def order_columns(self) -> list[str]:
         return [f"o{i}" for i in range(len(self.order))]
+
+
+def _rows_frame(cat: Catalyst, frame: Any, sql: str) -> tuple[int, int] | None:
+    """A frame of rows around the current one, as (first, last) offsets from it (negative: before it); None for
+    the running frame (UNBOUNDED PRECEDING to CURRENT ROW); :class:`Unsupported` for frames no tail holds."""
+    if cat.cls(frame) != "SpecifiedWindowFrame":
+        raise Unsupported("Window", f"{sql}: only frames from UNBOUNDED PRECEDING to CURRENT ROW keep a running state")
+    lower, upper = frame.lower(), frame.upper()
+    if cat.cls(lower) == "UnboundedPreceding$" and cat.cls(upper) == "CurrentRow$":
+        return None
+    if cat.cls(frame.frameType()) != "RowFrame$":
+        raise Unsupported("Window", f"{sql}: a RANGE frame can reach any number of rows (only frames from UNBOUNDED "
+                                    "PRECEDING to CURRENT ROW, or ROWS frames, keep a running state)")
+    bounds = []
+    for b in (lower, upper):
+        name = cat.cls(b)
+        if name == "CurrentRow$":
+            bounds.append(0)
+            continue
+        v = b.eval(None) if name not in ("UnboundedPreceding$", "UnboundedFollowing$") and b.foldable() else None
+        if not isinstance(v, int) or abs(v) > MAX_OFFSET:
+            raise Unsupported("Window", f"{sql}: only ROWS frames within {MAX_OFFSET} rows of the current row keep a "
+                                        "partition's last rows")
+        bounds.append(v)
+    return bounds[0], bounds[1]
 
 
 def _function(cat: Catalyst, alias: Any) -> RunningFunction:
@@ -117,9 +148,12 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
         k = offset.eval(None) if offset.foldable() else None
         if not isinstance(k, int) or not 1 <= k <= MAX_OFFSET:
             raise Unsupported("Window", f"{sql}: only {kind}s of 1 to {MAX_OFFSET} rows keep a partition's last rows")
-        return RunningFunction(kind, None, result, sql, offset=k)
+        return RunningFunction(kind, None, result, sql, **({"behind": k} if kind == "lag" else {"ahead": k}))
     if name != "AggregateExpression":
         raise Unsupported("Window", f"{sql}: {name} has no running state")
+    rows = _rows_frame(cat, frame, sql)
+    if rows is not None:  # any aggregate over a few rows around the row: Spark's own, over the tail and new rows
+        return RunningFunction("frame", None, result, sql, behind=max(0, -rows[0]), ahead=max(0, rows[1]))
     if fn.isDistinct() or fn.filter().isDefined():
         raise Unsupported("Window", f"{sql}: DISTINCT and FILTER have no running state")
     if cat.cls(frame) != "SpecifiedWindowFrame" or cat.cls(frame.lower()) != "UnboundedPreceding$" \
@@ -154,10 +188,12 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
     spec = RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), "")
     if spec.context:
         lead = spec.looks_ahead
+        reach = next(g for g in functions if (g.ahead if lead else g.behind))  # what makes the tail
+        beside = "frame of rows" if reach.kind == "frame" else reach.kind
         for f in functions:  # beside a lead the tail's own rows are output again: their folds must be exact
             if f.kind in ("min", "max") or (lead and f.kind in ("sum", "rank")):
-                raise Unsupported("Window", f"{f.sql}: a running {f.kind} beside a {'lead' if lead else 'lag'} "
-                                            "cannot be told from the partition's last rows")
+                raise Unsupported("Window", f"{f.sql}: a running {f.kind} beside a {beside} cannot be told from the "
+                                            "partition's last rows")
     what = ", ".join(f.sql.split(" OVER ")[0] for f in functions)
     tail = f" and its last {spec.context} row(s)" if spec.context else ""
     detail = (f"running state per partition ({len(partition)} key(s)){tail}: {what}; rows after a partition's last "
@@ -267,7 +303,7 @@ def _continued(j: int, f: RunningFunction, v: Column, tail: bool) -> Column:
     def off(c: str) -> Column:
         return v - F.coalesce(F.col(f"t_{c}"), F.lit(0)) if tail else v
 
-    if f.kind in _OFFSETS.values():
+    if f.kind in (*_OFFSETS.values(), "frame"):
         return v
     if f.kind == "sum":
         return _plus(F.col(f"st_s{j}"), off(f"s{j}"), f.result_type)
