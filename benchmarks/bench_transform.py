@@ -17,9 +17,10 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
   checkpoint).
 * ``bench_latest``: the same with ``max_by``/``min_by`` by event time per group (the latest value, the first
   category).
-* ``bench_keyed``, ``bench_join``, ``bench_lag``, ``bench_top``: a running sum per key, a lookup join and tumbling
-  windows; a join of two growing inputs; ``lag`` per key (the partitions' last rows kept as state); the latest row per
-  key (``row_number() ... = 1``; the partitions' first rows kept as state).
+* ``bench_keyed``, ``bench_join``, ``bench_lag``, ``bench_moving``, ``bench_top``: a running sum per key, a lookup
+  join and tumbling windows; a join of two growing inputs; ``lag`` per key and a moving average of 7 rows per key
+  (the partitions' last rows kept as state); the latest row per key (``row_number() ... = 1``; the partitions' first
+  rows kept as state).
 * ``bench_fixed_cost``: one tiny transaction through ``spark-submit`` (and in-process), by step.
 """
 from __future__ import annotations
@@ -671,6 +672,8 @@ JOIN_SQL = ("select s.event_time, s.id, s.value, l.category as label from src s 
 LAG_SQL = ("select event_time, id % 100000 as acct, value, value - lag(value) over w as change, "
            "lag(category, 2) over w as category_before, row_number() over w as n from src "
            "window w as (partition by id % 100000 order by event_time)")
+MOVING_SQL = ("select event_time, id % 100000 as acct, value, avg(value) over (partition by id % 100000 "
+              "order by event_time rows between 6 preceding and current row) as avg7 from src")
 TOP_SQL = ("select event_time, acct, value, category from (select event_time, id % 100000 as acct, value, "
            "category, row_number() over (partition by id % 100000 order by event_time desc) as rn from src) "
            "where rn = 1")
@@ -860,6 +863,20 @@ def bench_lag(ctx: Ctx) -> str:
                        "partitions from all of it (docs/transforms.md).", results, notes)
 
 
+def bench_moving(ctx: Ctx) -> str:
+    """A moving average per key (.running: a frame of rows takes the partition's last rows as state)."""
+    results: list[Result] = []
+    notes: list[str] = []
+    _keyed_runs(ctx, 6, KeyedQuery("moving average of 7 rows per key (100k keys, computed key)", MOVING_SQL,
+                                   ("src",), "the running state: one row per key and a tail table of each key's last "
+                                   "6 rows"), results, notes)
+    return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids; the step runs the "
+                       "window over the new rows and the last 6 rows of the partitions (id % 100000) they touch, "
+                       "kept in the checkpoint. The key is computed, so key ranges cannot prune the history: the "
+                       "engine before recomputed the touched partitions from all of it (docs/transforms.md).",
+                       results, notes)
+
+
 def bench_top(ctx: Ctx) -> str:
     """The latest row per key (.top: the partitions' first rows are the state): a step vs a batch query."""
     results: list[Result] = []
@@ -937,6 +954,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_join": bench_join,
     "bench_lag": bench_lag,
     "bench_top": bench_top,
+    "bench_moving": bench_moving,
 }
 
 TITLES = {
@@ -950,6 +968,7 @@ TITLES = {
     "bench_join": "Incremental join of two growing inputs: a transaction vs one batch query over everything",
     "bench_lag": "Incremental lag per key: a transaction vs one batch query over everything",
     "bench_top": "Incremental latest row per key (row_number() = 1): a transaction vs one batch query over everything",
+    "bench_moving": "Incremental moving average per key: a transaction vs one batch query over everything",
 }
 
 
