@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -170,6 +170,29 @@ def overlapping(paths: Sequence[str], bounds: Sequence[KeyBound]) -> list[str]:
     return kept
 
 
+def _stat_literal(v: object, t: T.DataType) -> Column:
+    """A footer statistic (:class:`ColumnStats`: timestamps as microseconds) as a literal of the column's type."""
+    if isinstance(t, (T.TimestampType, T.TimestampNTZType)):  # the session is in UTC: a wall clock's micros
+        return F.timestamp_micros(F.lit(v)).cast(t)
+    return F.lit(v).cast(t)
+
+
+def bounded(bounds: Sequence[KeyBound], schema: T.StructType) -> Column | None:
+    """The rows within every bound, as a filter Spark pushes into its parquet reader, which then skips the row groups
+    (and pages, where the file has a page index) whose statistics lie outside: a slice that meets a bound only in
+    part is read in part. A retraction has the data of the row it removes, so it is kept or dropped with that row
+    and the reduced rows within the bounds are the same."""
+    types = {f.name: f.dataType for f in schema.fields}
+    found: Column | None = None
+    for b in bounds:
+        c, t = col(b.column), types[b.column]
+        inside = F.lit(False) if b.values.low is None else \
+            c.between(_stat_literal(b.values.low, t), _stat_literal(b.values.high, t))
+        cond = (inside | c.isNull()) if b.values.nulls else inside
+        found = cond if found is None else (found & cond)
+    return found
+
+
 def history_paths(inp: QueryInput, end: int | None, bounds: Sequence[KeyBound] = ()) -> tuple[list[str], bool]:
     """The slices of an input's history up to offset ``end`` that can hold rows within ``bounds``, and whether one
     of them also holds rows beyond ``end`` (so the read filters by offset)."""
@@ -214,12 +237,15 @@ def history_rows(session: SparkSession, inp: QueryInput, schema: T.StructType, e
 
 
 def rows_of(session: SparkSession, inp: QueryInput, schema: T.StructType, paths: Sequence[str], end: int | None,
-            changelog: bool) -> DataFrame:
+            changelog: bool, bounds: Sequence[KeyBound] = ()) -> DataFrame:
     """The rows of some of an input's history slices up to offset ``end`` (None: all of them): its raw changelog,
-    or its reduced state."""
+    or its reduced state; with ``bounds`` only its rows within them (:func:`bounded`)."""
     rows = read_rows(session, schema, paths)
     if end is not None:
         rows = rows.where(col(inp.vocab.offset) <= F.lit(end))
+    cond = bounded(bounds, schema) if paths else None
+    if cond is not None:
+        rows = rows.where(cond)
     if changelog or append_only(paths, inp.vocab):
         return rows  # with no -R/-C row the reduced state is the rows themselves: no shuffle over the history
     return reduce_changelog(rows, inp.vocab)

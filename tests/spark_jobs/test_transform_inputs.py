@@ -115,3 +115,55 @@ def test_key_ranges_leave_out_the_slices_that_cannot_hold_a_wanted_key(tmp_path)
         None, None, True)
     both = [KeyBound("id", merged_stats([new], "id")), KeyBound("at", merged_stats([old], "at"))]
     assert overlapping(paths, both) == [bare]  # every bound must meet
+
+
+def _scanned_rows(df) -> int:
+    """Rows the parquet scans of an executed frame returned: the rows of the row groups they did not skip."""
+    def nodes(n):  # through adaptive execution's query stages
+        yield n
+        inner = [n.executedPlan()] if n.nodeName() == "AdaptiveSparkPlan" else \
+            [n.plan()] if n.nodeName().endswith("QueryStage") else []
+        kids = n.children()
+        for c in inner + [kids.apply(i) for i in range(kids.size())]:
+            yield from nodes(c)
+
+    plan = df._jdf.queryExecution().executedPlan()
+    scans = [n for n in nodes(plan) if "parquet" in n.nodeName().lower()]
+    assert scans, plan.toString()
+    return sum(s.metrics().apply("numOutputRows").value() for s in scans)
+
+
+def test_a_bounded_read_skips_the_row_groups_outside_the_range(spark, tmp_path):
+    """rows_of with key bounds (what a step reads of a big slice for the keys it touches): parquet skips the row
+    groups whose statistics lie outside the range, rows outside it are dropped, a retraction goes with its row, and
+    NULL keys are kept when the range has NULLs; timestamps and strings bound as their values."""
+    from spark_jobs.transform.inputs import bounded, rows_of
+
+    n = 12
+    minute = dt.timedelta(minutes=1)
+    ids = list(range(n))
+    table = pa.table({"offset": pa.array(range(n), pa.int64()), "op": pa.array([0] * n, pa.int32()),
+                      "system_time": pa.array([T0] * n, TS), "event_time": pa.array([T0 + i * minute for i in ids], TS),
+                      "id": pa.array(ids[:-1] + [None], pa.int64()), "name": pa.array([f"n{i:02d}" for i in ids])})
+    bulk = str(tmp_path / "bulk.parquet")
+    pq.write_table(table, bulk, row_group_size=3)  # four row groups of 3 rows
+    retract = str(tmp_path / "retract.parquet")
+    pq.write_table(table.slice(8, 1).set_column(0, "offset", pa.array([n], pa.int64()))
+                   .set_column(1, "op", pa.array([1], pa.int32())), retract)  # -R of the row with id 8
+    inp = query_input([bulk, retract])
+    schema = input_schema(spark, inp, 0)
+
+    def read(bound: KeyBound, paths: list[str]) -> tuple[list, int]:
+        rows = rows_of(spark, inp, schema, paths, None, changelog=False, bounds=[bound])
+        got = sorted(r["name"] for r in rows.collect())
+        return got, _scanned_rows(rows)
+
+    assert read(KeyBound("id", ColumnStats(7, 9, False)), [bulk]) == (["n07", "n08", "n09"], 6)
+    assert read(KeyBound("id", ColumnStats(7, 9, False)), [bulk, retract]) == (["n07", "n09"], 7)
+    assert read(KeyBound("id", ColumnStats(None, None, True)), [bulk]) == (["n11"], 3)  # only the NULL id
+    assert read(KeyBound("id", ColumnStats(1, 1, True)), [bulk]) == (["n01", "n11"], 6)
+    micros = int((T0 - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)).total_seconds() * 1_000_000)
+    at = KeyBound("event_time", ColumnStats(micros + 4 * 60_000_000, micros + 5 * 60_000_000, False))
+    assert read(at, [bulk]) == (["n04", "n05"], 3)
+    assert read(KeyBound("name", ColumnStats("n02", "n03", False)), [bulk]) == (["n02", "n03"], 6)
+    assert bounded([], schema) is None

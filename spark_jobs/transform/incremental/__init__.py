@@ -119,7 +119,7 @@ class Step:
             self.sizing.cover(sum(num_rows(p) for p in paths if p not in seen))
         seen.update(paths)
         return as_frame(rows_of(self.session, inp, self.schemas[idx], paths, end if straddle else None,
-                                idx in self.changelog))
+                                idx in self.changelog, bounds))
 
     def history_read(self) -> str | None:
         """What the step read of the inputs' history: ``a 2 of 40 slice(s)`` per input (None: nothing)."""

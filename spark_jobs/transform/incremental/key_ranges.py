@@ -7,9 +7,10 @@ that recomputes a group (:mod:`.aggregate`: a removed minimum) and a running win
 integer, date, timestamp or string), every row of a touched key lies within the range of that column in the new
 slices (their footers' statistics), and so does every row of the other side it joins with. The slices whose own
 range misses it hold none of those rows and are not read: the Kartothek spec's partition pruning by per-partition
-statistics, with ODF's slices as the partitions. Keys that grow with time (ids, event times, sequence numbers) thus
-cost the new slices and the few history slices they reach, not the whole history; keys spread over all of history
-(a category) read what they read before.
+statistics, with ODF's slices as the partitions. The slices that are read are filtered by the range too
+(:func:`..inputs.bounded`), so Spark's parquet reader skips their row groups outside it. Keys that grow with time
+(ids, event times, sequence numbers) thus cost the new slices and the few history slices (or row groups of a big
+slice) they reach, not the whole history; keys spread over all of history (a category) read what they read before.
 """
 from __future__ import annotations
 
