@@ -187,6 +187,14 @@ class ColumnStats:
             return False
         return bool(self.low <= other.high and other.low <= self.high)
 
+    def inside(self, other: "ColumnStats") -> bool:
+        """Whether every row of this file has a value of ``other``'s range (NULL counts as a value)."""
+        if self.nulls and not other.nulls:
+            return False
+        if self.low is None:
+            return True
+        return other.low is not None and bool(other.low <= self.low and self.high <= other.high)
+
 
 def _stat_value(v: Any) -> Any:
     import datetime

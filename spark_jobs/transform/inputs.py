@@ -177,14 +177,17 @@ def _stat_literal(v: object, t: T.DataType) -> Column:
     return F.lit(v).cast(t)
 
 
-def bounded(bounds: Sequence[KeyBound], schema: T.StructType) -> Column | None:
-    """The rows within every bound, as a filter Spark pushes into its parquet reader, which then skips the row groups
-    (and pages, where the file has a page index) whose statistics lie outside: a slice that meets a bound only in
-    part is read in part. A retraction has the data of the row it removes, so it is kept or dropped with that row
-    and the reduced rows within the bounds are the same."""
+def bounded(bounds: Sequence[KeyBound], schema: T.StructType, paths: Sequence[str]) -> Column | None:
+    """The rows of ``paths`` within every bound, as a filter Spark pushes into its parquet reader, which then skips
+    the row groups (and pages, where the file has a page index) whose statistics lie outside: a slice that meets a
+    bound only in part is read in part. A retraction has the data of the row it removes, so it is kept or dropped
+    with that row and the reduced rows within the bounds are the same. A bound that every file lies inside (by its
+    footer) is left out, as :func:`within` leaves out offset filters: its literals would compile new code per step."""
     types = {f.name: f.dataType for f in schema.fields}
     found: Column | None = None
     for b in bounds:
+        if all((s := column_stats(p, b.column)) is not None and s.inside(b.values) for p in paths):
+            continue
         c, t = col(b.column), types[b.column]
         inside = F.lit(False) if b.values.low is None else \
             c.between(_stat_literal(b.values.low, t), _stat_literal(b.values.high, t))
@@ -243,7 +246,7 @@ def rows_of(session: SparkSession, inp: QueryInput, schema: T.StructType, paths:
     rows = read_rows(session, schema, paths)
     if end is not None:
         rows = rows.where(col(inp.vocab.offset) <= F.lit(end))
-    cond = bounded(bounds, schema) if paths else None
+    cond = bounded(bounds, schema, paths) if paths else None
     if cond is not None:
         rows = rows.where(cond)
     if changelog or append_only(paths, inp.vocab):

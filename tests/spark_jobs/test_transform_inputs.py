@@ -166,4 +166,8 @@ def test_a_bounded_read_skips_the_row_groups_outside_the_range(spark, tmp_path):
     at = KeyBound("event_time", ColumnStats(micros + 4 * 60_000_000, micros + 5 * 60_000_000, False))
     assert read(at, [bulk]) == (["n04", "n05"], 3)
     assert read(KeyBound("name", ColumnStats("n02", "n03", False)), [bulk]) == (["n02", "n03"], 6)
-    assert bounded([], schema) is None
+    assert bounded([], schema, [bulk]) is None
+    # a bound every file lies inside filters nothing: no filter (its literals would compile new code per step)
+    assert bounded([KeyBound("id", ColumnStats(0, 10, True))], schema, [bulk]) is None
+    assert bounded([KeyBound("id", ColumnStats(0, 10, False))], schema, [bulk]) is not None  # the NULL id is out
+    assert read(KeyBound("id", ColumnStats(-5, 50, True)), [bulk]) == ([f"n{i:02d}" for i in ids], n)
