@@ -223,6 +223,27 @@ def _run(spark, root, transform, inputs, split, incremental: bool = True, adapti
         spark.conf.unset("spark.odf.incremental.smallStepRows")
 
 
+def _run_both(spark, root, transform, history: list[Event], split: list[Txn]) -> MiniCoordinator:
+    """One input's history run incrementally and on the full path: the slices are the same bytes and reduce to the
+    batch result. Returns the incremental run."""
+    inputs = [InputSpec("a", DATA, history)]
+    inc = _run(spark, root / "inc", transform, inputs, split)
+    full = _run(spark, root / "full", transform, inputs, split, incremental=False)
+    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
+    return inc
+
+
+# a history of appends in event-time order per partition, a new partition, a late row and a removal (split below)
+TAIL_HISTORY = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3)], Event(OP_APPEND, minutes(1), ("q", 5)),
+                Event(OP_APPEND, minutes(4), ("p", 4)), Event(OP_APPEND, minutes(5), ("r", None)),  # a new partition
+                Event(OP_APPEND, minutes(5), ("p", 6)), Event(OP_APPEND, minutes(6), ("p", 7)),  # 7 looks back 3 rows
+                Event(OP_APPEND, minutes(0), ("p", 0)),  # late: p is recomputed from its history
+                Event(R, minutes(1), ("q", 5)), Event(OP_APPEND, minutes(7), ("p", 8))]  # q removed; p extended
+TAIL_SPLIT = [Txn({"a": 4}), Txn({"a": 2}), Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 2})]
+
+
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 @settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -353,14 +374,7 @@ def test_a_lag_or_lead_keeps_its_partitions_last_rows(spark, tmp_path):
     transform = sql("SELECT event_time, k, x, lag(x) OVER w AS prev, lag(x, 3, -1) OVER w AS back3, "
                     "sum(x) OVER w AS s, row_number() OVER w AS rn FROM a "
                     "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
-    history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3)], Event(OP_APPEND, minutes(1), ("q", 5)),
-               Event(OP_APPEND, minutes(4), ("p", 4)), Event(OP_APPEND, minutes(5), ("r", None)),  # a new partition
-               Event(OP_APPEND, minutes(5), ("p", 6)), Event(OP_APPEND, minutes(6), ("p", 7)),  # 7 looks back 3 rows
-               Event(OP_APPEND, minutes(0), ("p", 0)),  # late: p is recomputed from its history
-               Event(R, minutes(1), ("q", 5)), Event(OP_APPEND, minutes(7), ("p", 8))]  # q removed; p extended
-    split = [Txn({"a": 4}), Txn({"a": 2}), Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 2})]
-    inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
-    full = _run(spark, tmp_path / "full", transform, [InputSpec("a", DATA, history)], split, incremental=False)
+    inc = _run_both(spark, tmp_path / "lag", transform, TAIL_HISTORY, TAIL_SPLIT)
     diags = [r.diagnostics for r in inc.result.responses]
     assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 4
     assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
@@ -370,25 +384,18 @@ def test_a_lag_or_lead_keeps_its_partitions_last_rows(spark, tmp_path):
                     if r["op"] == OP_APPEND) for t in inc.result.slices]
     assert added[1:3] == [[("p", 4, 3, 1, 10, 4), ("r", None, None, -1, None, 1)],
                           [("p", 6, 4, 2, 16, 5), ("p", 7, 6, 3, 23, 6)]], added
-    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
-        assert a.equals(b), (a.to_pylist(), b.to_pylist())
-    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
     window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
     assert "running state per partition (1 key(s)) and its last 3 row(s)" in window[0].detail, window
     # lead: the partition's last rows get the new rows' values; their old output is retracted
     ahead = sql("SELECT event_time, k, x, lead(x) OVER w AS next, lead(x, 2, -1) OVER w AS next2, "
                 "row_number() OVER w AS rn FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time)")
-    inc = _run(spark, tmp_path / "lead", ahead, [InputSpec("a", DATA, history)], split)
-    full = _run(spark, tmp_path / "lead-full", ahead, [InputSpec("a", DATA, history)], split, incremental=False)
+    inc = _run_both(spark, tmp_path / "lead", ahead, TAIL_HISTORY, TAIL_SPLIT)
     diags = [r.diagnostics for r in inc.result.responses]
     assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
     changed = [sorted((r["op"], r["x"], r["next"], r["next2"], r["rn"]) for r in t.to_pylist() if r["k"] == "p")
                for t in inc.result.slices]
     assert changed[1] == [(OP_APPEND, 2, 3, 4, 2), (OP_APPEND, 3, 4, -1, 3), (OP_APPEND, 4, None, -1, 4),
                           (R, 2, 3, -1, 2), (R, 3, None, -1, 3)], changed[1]  # no key pairs them: -R and +A
-    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
-        assert a.equals(b), (a.to_pylist(), b.to_pylist())
-    assert reduce_output(inc.result.rows()) == batch_reference(spark, ahead, inc.inputs)
 
 
 def test_a_frame_of_rows_keeps_its_partitions_last_rows(spark, tmp_path):
@@ -398,22 +405,12 @@ def test_a_frame_of_rows_keeps_its_partitions_last_rows(spark, tmp_path):
     transform = sql("SELECT event_time, k, x, avg(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 2 "
                     "PRECEDING AND CURRENT ROW) AS avg3, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS "
                     "BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near FROM a")
-    history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3)], Event(OP_APPEND, minutes(1), ("q", 5)),
-               Event(OP_APPEND, minutes(4), ("p", 4)), Event(OP_APPEND, minutes(5), ("r", None)),
-               Event(OP_APPEND, minutes(5), ("p", 6)), Event(OP_APPEND, minutes(6), ("p", 7)),
-               Event(OP_APPEND, minutes(0), ("p", 0)),  # late: p is recomputed from its history
-               Event(R, minutes(1), ("q", 5)), Event(OP_APPEND, minutes(7), ("p", 8))]
-    split = [Txn({"a": 4}), Txn({"a": 2}), Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 2})]
-    inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
-    full = _run(spark, tmp_path / "full", transform, [InputSpec("a", DATA, history)], split, incremental=False)
+    inc = _run_both(spark, tmp_path, transform, TAIL_HISTORY, TAIL_SPLIT)
     diags = [r.diagnostics for r in inc.result.responses]
     assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
     changed = sorted((r["op"], r["x"], round(r["avg3"], 3), r["near"]) for r in inc.result.slices[2].to_pylist())
     assert changed == sorted([(OP_APPEND, 4, 3.0, 13), (OP_APPEND, 6, 4.333, 17), (OP_APPEND, 7, 5.667, 13),
                               (R, 4, 3.0, 7)]), changed  # 4's frame now reaches 6
-    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
-        assert a.equals(b), (a.to_pylist(), b.to_pylist())
-    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
 
 
 def test_the_first_rows_of_each_partition_are_its_state(spark, tmp_path):
@@ -429,8 +426,7 @@ def test_the_first_rows_of_each_partition_are_its_state(spark, tmp_path):
                Event(R, minutes(4), ("p", 4)),  # a kept row removed: p is recomputed (3, 2)
                Event(OP_CORRECT_FROM, minutes(6), ("q", 6)), Event(OP_CORRECT_TO, minutes(6), ("q", 7))]
     split = [Txn({"a": 4}), Txn({"a": 2}), Txn({"a": 3}), Txn({"a": 1}), Txn({"a": 2})]
-    inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
-    full = _run(spark, tmp_path / "full", transform, [InputSpec("a", DATA, history)], split, incremental=False)
+    inc = _run_both(spark, tmp_path, transform, history, split)
     diags = [r.diagnostics for r in inc.result.responses]
     assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 4
     assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
@@ -440,9 +436,6 @@ def test_the_first_rows_of_each_partition_are_its_state(spark, tmp_path):
                           (R, "p", 2, 2), (R, "p", 3, 1)], changed[1]
     assert changed[2] == [(OP_APPEND, "q", 5, 2), (OP_APPEND, "q", 6, 1), (R, "q", 5, 1)], changed[2]
     assert changed[3] == [(OP_APPEND, "p", 2, 2), (OP_APPEND, "p", 3, 1), (R, "p", 3, 2), (R, "p", 4, 1)], changed[3]
-    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
-        assert a.equals(b), (a.to_pylist(), b.to_pylist())
-    assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
     window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
     assert "first rows per partition (1 key(s)): row_number() limited to 2" in window[0].detail, window
 

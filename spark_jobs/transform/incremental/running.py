@@ -43,7 +43,7 @@ from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental import key_ranges
 from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
-from spark_jobs.transform.incremental.state import by_keys, same_keys
+from spark_jobs.transform.incremental.state import WindowColumns, by_keys, same_keys
 
 if TYPE_CHECKING:  # the step lives in the package, which imports this module
     from spark_jobs.transform.incremental import Step
@@ -70,7 +70,7 @@ class RunningFunction:
 
 
 @dataclass(frozen=True)
-class RunningSpec:
+class RunningSpec(WindowColumns):
     operator: str
     partition: tuple[Any, ...]  # PARTITION BY expressions over the child output
     order: tuple[Any, ...]  # ORDER BY expressions (all ascending, NULLs first)
@@ -93,15 +93,6 @@ class RunningSpec:
     def looks_ahead(self) -> bool:
         """A lead: new rows change the output of the partition's last rows."""
         return any(f.ahead > 0 for f in self.functions)
-
-    @property
-    def keys(self) -> list[str]:
-        """The state's key columns (one per PARTITION BY expression)."""
-        return [f"k{i}" for i in range(len(self.partition))]
-
-    @property
-    def order_columns(self) -> list[str]:
-        return [f"o{i}" for i in range(len(self.order))]
 
 
 def _rows_frame(cat: Catalyst, frame: Any, sql: str) -> tuple[int, int] | None:

@@ -77,6 +77,22 @@ def by_keys(df: DataFrame, wanted: DataFrame, keys: Sequence[str], how: str) -> 
     return df.join(F.broadcast(w), same_keys(df, w, keys, list(w.columns)), how)
 
 
+class WindowColumns:
+    """The columns a window operator's state and step frames name its partition keys (``k<i>``, one per PARTITION BY
+    expression: the state's key columns) and its ORDER BY values (``o<i>``) by."""
+
+    partition: tuple[Any, ...]
+    order: tuple[Any, ...]
+
+    @property
+    def keys(self) -> list[str]:
+        return [f"k{i}" for i in range(len(self.partition))]
+
+    @property
+    def order_columns(self) -> list[str]:
+        return [f"o{i}" for i in range(len(self.order))]
+
+
 @dataclass
 class StateStore:
     """The tables of the previous checkpoint (read side)."""

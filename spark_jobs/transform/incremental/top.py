@@ -26,7 +26,7 @@ from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental import key_ranges
 from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project
 from spark_jobs.transform.incremental.plan import Unsupported
-from spark_jobs.transform.incremental.state import by_keys
+from spark_jobs.transform.incremental.state import WindowColumns, by_keys
 
 if TYPE_CHECKING:  # the step lives in the package, which imports this module
     from spark_jobs.transform.incremental import Step
@@ -44,7 +44,7 @@ _LIMITS = {"LessThanOrEqual": (lambda v: v, None), "LessThan": (lambda v: v - 1,
 
 
 @dataclass(frozen=True)
-class TopSpec:
+class TopSpec(WindowColumns):
     operator: str
     window: Any  # the Window node (the Filter's child)
     condition: Any  # the Filter's condition (over the Window's output)
@@ -55,14 +55,6 @@ class TopSpec:
     rows: int  # N: the filter passes no row ranked after it
     dense: bool  # the filter limits a dense_rank: the state keeps the first N distinct ORDER BY values
     detail: str
-
-    @property
-    def keys(self) -> list[str]:
-        return [f"k{i}" for i in range(len(self.partition))]
-
-    @property
-    def order_columns(self) -> list[str]:
-        return [f"o{i}" for i in range(len(self.order))]
 
 
 def _conjuncts(cat: Catalyst, e: Any) -> list[Any]:
