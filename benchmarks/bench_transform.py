@@ -15,6 +15,8 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
   cost (a 10-row step on a tiny history) and the checkpoint it writes.
 * ``bench_distinct``: the same with ``count(DISTINCT category)`` per group (a count per group and value in the
   checkpoint).
+* ``bench_distinct_sets``: the same with two ``count(DISTINCT ...)`` over different columns (Spark rewrites them
+  into two aggregates over an Expand; both keep a state per group).
 * ``bench_latest``: the same with ``max_by``/``min_by`` by event time per group (the latest value, the first
   category).
 * ``bench_keyed``, ``bench_join``, ``bench_lag``, ``bench_moving``, ``bench_top``: a running sum per key, a lookup
@@ -89,6 +91,9 @@ INCREMENTAL_SQL = ("select max(event_time) as event_time, id % 10000 as k, count
 # count DISTINCT keeps a count per (group, value): 8 categories a group
 DISTINCT_SQL = ("select max(event_time) as event_time, id % 10000 as k, count(distinct category) as categories, "
                 "count(*) as n from src group by id % 10000")
+# DISTINCT aggregates over two column sets: Spark's rewrite into two aggregates over an Expand, both with a state
+DISTINCT_SETS_SQL = ("select max(event_time) as event_time, id % 10000 as k, count(distinct category) as categories, "
+                     "count(distinct cast(value as int) % 10) as buckets, count(*) as n from src group by id % 10000")
 # max_by/min_by by event time (unique per row here): the latest value and the first category of each group
 LATEST_SQL = ("select max(event_time) as event_time, id % 10000 as k, max_by(value, event_time) as last_value, "
               "min_by(category, event_time) as first_category, count(*) as n from src group by id % 10000")
@@ -527,6 +532,12 @@ def bench_distinct(ctx: Ctx) -> str:
                    "the 10k groups' state and a count per (group, category): 80k rows", targets=False)
 
 
+def bench_distinct_sets(ctx: Ctx) -> str:
+    return _growth(ctx, DISTINCT_SETS_SQL, "sets", "GROUP BY 10k keys with count(DISTINCT category) and "
+                   "count(DISTINCT value bucket)", "the 10k groups' states in both aggregates: up to 190k rows",
+                   targets=False)
+
+
 def bench_latest(ctx: Ctx) -> str:
     return _growth(ctx, LATEST_SQL, "latest", "GROUP BY 10k keys with max_by/min_by by event time",
                    "the 10k groups' state: the extreme event times and the values at them", targets=False)
@@ -948,6 +959,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_aggregation": bench_aggregation,
     "bench_incremental": bench_incremental,
     "bench_distinct": bench_distinct,
+    "bench_distinct_sets": bench_distinct_sets,
     "bench_latest": bench_latest,
     "bench_fixed_cost": bench_fixed_cost,
     "bench_keyed": bench_keyed,
@@ -962,6 +974,8 @@ TITLES = {
     "bench_aggregation": "Aggregation with a DOUBLE sum (full path): a transaction vs one batch query over everything",
     "bench_incremental": "Incremental GROUP BY: a transaction vs one batch query over everything, vs the history",
     "bench_distinct": "Incremental count(DISTINCT): a transaction vs one batch query over everything, vs the history",
+    "bench_distinct_sets": "Incremental count(DISTINCT) over two column sets: a transaction vs one batch query over "
+                           "everything, vs the history",
     "bench_latest": "Incremental max_by/min_by: a transaction vs one batch query over everything, vs the history",
     "bench_fixed_cost": "Fixed cost of one transaction",
     "bench_keyed": "Incremental window and join queries: a transaction vs one batch query over everything",

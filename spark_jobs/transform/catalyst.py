@@ -75,6 +75,11 @@ class Catalyst:
         md = self.jclass("scala.Some")(metadata) if metadata is not None else self.none()
         return self.jclass(f"{_EXPRESSIONS}.Alias")(expr, name, expr_id, self.seq([]), md, self.seq([]))
 
+    def null_unless(self, cond: Any, expr: Any) -> Any:
+        """``IF(cond, expr, NULL)``."""
+        null = self.jclass(f"{_EXPRESSIONS}.Literal")(None, expr.dataType())
+        return self.jclass(f"{_EXPRESSIONS}.If")(cond, expr, null)
+
     def with_children(self, node: Any, children: Sequence[Any]) -> Any:
         return node.withNewChildren(self.seq(children))
 

@@ -95,6 +95,21 @@ FAMILIES = {
     "count_distinct_first_last": (sql(
         "SELECT k, count(DISTINCT x) AS nd, max_by(x, seq) AS last_x, min_by(x, seq) AS first_x, "
         "max(event_time) AS event_time FROM (SELECT *, " + SEQ + " AS seq FROM a) GROUP BY k"), ()),
+    # DISTINCT aggregates over several column sets: Spark's rewrite, an aggregate per (group, value, column set)
+    # under one with FILTER clauses and first() of the other functions' values, both with a state per group
+    "distinct_two_sets": (sql("SELECT k, count(DISTINCT x) AS nx, count(DISTINCT date_trunc('HOUR', event_time)) AS "
+                              "nh, sum(DISTINCT x % 4) AS s4, sum(x) AS s, min(x) AS lo, max(event_time) AS event_time "
+                              "FROM a GROUP BY k"), ()),
+    "distinct_two_sets_by_window": (sql("SELECT window.start AS event_time, count(DISTINCT k) AS nk, "
+                                        "count(DISTINCT x) AS nx, count(*) AS n FROM a "
+                                        "GROUP BY window(event_time, '30 minutes')"), ()),
+    "filtered": (sql("SELECT k, count(*) FILTER (WHERE x > 0) AS pos, sum(x) FILTER (WHERE x % 2 = 0) AS even, "
+                     "max(x) FILTER (WHERE x < 5) AS hi, max_by(x, seq) FILTER (WHERE x <> 3) AS last_x, "
+                     "count(DISTINCT x) FILTER (WHERE x > 1) AS nd, max(event_time) AS event_time "
+                     "FROM (SELECT *, " + SEQ + " AS seq FROM a) GROUP BY k"), ()),
+    # first()/last(): Spark picks a row by the order it reads them; here every row a group can pick has one value
+    "first_last": (sql("SELECT k, first(CASE WHEN x > 4 THEN upper(k) END) IGNORE NULLS AS big, last(k) AS lk, "
+                       "count(*) AS n, max(event_time) AS event_time FROM a GROUP BY k"), ()),
     # the value counts of a window's groups leave the state with them
     "count_distinct_by_window": (sql("SELECT window.start AS event_time, count(DISTINCT x) AS nd, count(*) AS n, "
                                      "sum(DISTINCT x) AS sd FROM a GROUP BY window(event_time, '30 minutes')"), ()),
@@ -364,6 +379,56 @@ def test_tied_extremes_recompute_the_group(spark, tmp_path):
     assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
     explained = diags[0]["operators"]
     assert ("Aggregate", "incremental") in explained, explained
+
+
+def test_first_knows_its_pick_while_one_row_can_have_it(spark, tmp_path):
+    """first(x) IGNORE NULLS keeps the number of non-NULL values and the value: a NULL row, a group's first value and
+    a correction of its only value read no history; a group with two values to pick from is recomputed (Spark's pick
+    depends on the rows' order; here both are 2), and so is one of two that loses one. Slices are the full path's
+    bytes."""
+    transform = sql("SELECT k, first(x) IGNORE NULLS AS fx, count(*) AS n, max(event_time) AS event_time FROM a "
+                    "GROUP BY k")
+    history = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(1), ("q", None)),
+               Event(OP_APPEND, minutes(2), ("p", None)),  # not a value to pick: p keeps 1
+               Event(OP_APPEND, minutes(3), ("q", 5)),  # q's first value
+               Event(OP_CORRECT_FROM, minutes(1), ("p", 1)), Event(OP_CORRECT_TO, minutes(1), ("p", 2)),  # p's only
+               Event(OP_APPEND, minutes(4), ("p", 2)),  # two values: recomputed
+               Event(R, minutes(4), ("p", 2))]  # one of two left: recomputed
+    split = [Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 1})]
+    inc = _run_both(spark, tmp_path, transform, history, split)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 5
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, True, False, False], diags
+    picks = [{r["k"]: r["fx"] for r in t.to_pylist() if r["op"] in (OP_APPEND, OP_CORRECT_TO)}
+             for t in inc.result.slices]
+    assert picks == [{"p": 1, "q": None}, {"p": 1}, {"q": 5}, {"p": 2}, {"p": 2}, {"p": 2}], picks
+
+
+def test_distinct_aggregates_over_two_column_sets_read_no_history(spark, tmp_path):
+    """Spark rewrites DISTINCT aggregates over two column sets into an aggregate per (group, value, column set) and one
+    above it whose first() has one row per group to pick from: appends, retractions and corrections update both
+    states, and no step reads the history."""
+    transform = sql("SELECT k, count(DISTINCT x) AS nx, count(DISTINCT x % 2) AS parities, sum(x) AS s, "
+                    "max(event_time) AS event_time FROM a GROUP BY k")
+    history = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(1), ("q", 4)),
+               Event(OP_APPEND, minutes(2), ("p", 3)), Event(OP_APPEND, minutes(3), ("p", 3)),
+               Event(R, minutes(2), ("p", 3)),  # 3 is still there once
+               Event(OP_APPEND, minutes(4), ("q", 6)),  # (a removed latest event time would recompute its group)
+               Event(OP_CORRECT_FROM, minutes(1), ("q", 4)), Event(OP_CORRECT_TO, minutes(1), ("q", None)),
+               Event(OP_APPEND, minutes(5), (None, 8)), Event(OP_APPEND, minutes(6), ("p", 5)),
+               Event(R, minutes(3), ("p", 3))]  # p's last 3 goes
+    split = [Txn({"a": 2}), Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 3}), Txn({"a": 3})]
+    inc = _run_both(spark, tmp_path, transform, history, split)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 4
+    assert all(d.get("history") is None for d in diags[1:]), diags
+    final = {}
+    for r in inc.result.rows():
+        if r["op"] in (OP_APPEND, OP_CORRECT_TO):
+            final[r["k"]] = (r["nx"], r["parities"], r["s"])
+        elif r["op"] == R:
+            final.pop(r["k"])
+    assert final == {"p": (2, 1, 6), "q": (1, 1, 6), None: (1, 1, 8)}, final
 
 
 def test_a_lag_or_lead_keeps_its_partitions_last_rows(spark, tmp_path):
@@ -845,10 +910,23 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     sums = explain("SELECT k, sum(DISTINCT x) AS sd, avg(DISTINCT x) AS ad, max(event_time) AS event_time FROM a "
                    "GROUP BY k")
     assert "count per group and distinct value" in sums.operators[0].detail, sums.operators
-    # two DISTINCT aggregates over different columns: Spark rewrites them (Expand): the touched keys are recomputed
+    # two DISTINCT aggregates over different columns: Spark's rewrite into two aggregates over an Expand, each with a
+    # state per group (the outer one's FILTER clauses and first() are kept)
     two = explain("SELECT k, count(DISTINCT x) AS nx, count(DISTINCT event_time) AS nt, max(event_time) AS "
                   "event_time FROM a GROUP BY k")
-    assert "count per group and distinct value" not in " ".join(o.detail for o in two.operators), two.operators
+    assert [(o.operator, o.path) for o in two.operators][:4] == [
+        ("Aggregate", "incremental"), ("Aggregate", "incremental"), ("Expand", "row-wise"), ("Project", "row-wise")]
+    outer, inner = two.operators[0].detail, two.operators[1].detail
+    assert outer.startswith("state per group (1 key(s)): count(") and "FILTER (WHERE (gid = 1))" in outer, outer
+    assert "first(" in outer and "first()/last() group is recomputed when" in outer, outer
+    assert inner.startswith("state per group (4 key(s)): max("), inner
+    filtered = explain("SELECT k, count(*) FILTER (WHERE x > 0) AS n, first(x) AS fx, max(event_time) AS event_time "
+                       "FROM a GROUP BY k")
+    assert filtered.operators[0].detail.startswith(
+        "state per group (1 key(s)): count(1) FILTER (WHERE (a.x > 0L)), first(a.x)"), filtered.operators
+    respects = explain("SELECT k, first(x) FILTER (WHERE x > 0) AS fx, max(event_time) AS event_time FROM a "
+                       "GROUP BY k")
+    assert "a FILTER clause on a first() that respects NULLs" in respects.operators[0].detail, respects.operators
     latest = explain("SELECT k, max_by(x, event_time) AS last_x, max(event_time) AS event_time FROM a GROUP BY k")
     assert latest.operators[0].path == "incremental", latest.operators
     assert "max_by(a.x, a.event_time)" in latest.operators[0].detail and "(a tie)" in latest.operators[0].detail

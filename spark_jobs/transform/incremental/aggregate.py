@@ -8,11 +8,17 @@ Each aggregate function keeps what makes its value computable from a change of i
 - ``sum`` of decimals, ``avg`` of integers: the same with an exact DECIMAL(38, scale) sum (floating-point sums are
   not invertible exactly: full path);
 - ``min`` / ``max``: the current extreme; a removed row at or beyond it makes the group *recomputed* from the inputs'
-  history (only the groups it touches), anything else combines old and new extremes;
+  history (only the groups it touches) unless a row added in the same change lies beyond every removed one, anything
+  else combines old and new extremes;
 - ``count``/``sum``/``avg(DISTINCT ...)``: the number (and the sum) of the distinct values, and a second table with
   the row count of every (group, value): a change of a value's count from 0 or to 0 adds the value to the group's
   distinct values or takes it off, so a step reads the state, never the history (Spark plans DISTINCT aggregates over
-  one column set as they are; over several, it rewrites them with an Expand, which takes the by-key path);
+  one column set as they are; over several, it rewrites them into two aggregates over an Expand: the inner one per
+  group, value and column set, the outer one with FILTER clauses and a ``first()`` of the other functions' values,
+  both kept here);
+- ``first(x)`` / ``last(x)`` (Spark's pick of one row's value): the number of rows it picks from (non-NULL ones with
+  IGNORE NULLS) and the value; while a change leaves that pick unambiguous (see :func:`_picked`) the state has it,
+  otherwise the group is recomputed;
 - ``max_by(v, o)`` / ``min_by(v, o)`` (the latest / earliest value by event time): the extreme ``o`` with the largest
   and the smallest ``v`` among the rows at it, and the value Spark picked. Rows at a new extreme replace the pair, a
   removed row at or beyond the extreme makes the group recomputed, as for min/max; so does a group whose rows at the
@@ -23,9 +29,10 @@ event-time window (``window(event_time, ...)``, a ``struct<start, end>`` key) th
 watermark is final and *leaves the state*, its value counts too; should a late row or a retraction touch it after
 all, the group is recomputed from the inputs' history (before and after the change), so eviction never changes the
 output. A global aggregate (no GROUP BY) has one group that always exists, as Spark gives one row over no rows.
-DISTINCT is an aggregation with no functions. Other functions (other DISTINCT aggregates, first/last, collect_*,
-statistics), FILTER clauses, and max_by/min_by by a string, floating-point or 35-38-digit decimal ordering take
-the by-key or the full path. The output of a group is computed by the query's own result expressions over the
+DISTINCT is an aggregation with no functions. A FILTER clause turns a function's arguments into NULL where it does
+not pass (which each of these functions skips; not a first/last that respects NULLs). Other functions (other
+DISTINCT aggregates, collect_*, statistics), and max_by/min_by by a string, floating-point or 35-38-digit decimal
+ordering take the by-key or the full path. The output of a group is computed by the query's own result expressions over the
 group's key and values.
 """
 from __future__ import annotations
@@ -49,6 +56,7 @@ _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _REVERSIBLE = (*_INTEGRAL, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType)
 _EXTREMES = ("min", "max", "max_by", "min_by")  # functions whose removed extreme recomputes a group
 _BY = ("max_by", "min_by")
+_PICKS = ("first", "last")  # Spark's pick of one row's value: known from the state while one row can have it
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class Adapter:
     result_type: T.DataType
     sql: str
     distinct: bool = False  # count/sum/avg(DISTINCT ...): over the distinct values (a value table keeps them)
+    ignore_nulls: bool = True  # first/last: whether rows whose value is NULL are skipped (IGNORE NULLS)
 
     def state_type(self) -> T.DataType:
         """How a sum is kept: a long for integers (a DECIMAL(38) sum cost ~20% of a 10k-group step's update: every
@@ -111,9 +120,14 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
         fn = ae.aggregateFunction()
         name = cat.cls(fn)
         sql = str(ae.sql())
-        if ae.filter().isDefined():
-            raise Unsupported("Aggregate", f"{sql}: FILTER clauses are not incremental yet")
         args = tuple(cat.items(fn.children()))
+        ignore_nulls = bool(fn.ignoreNulls()) if name in ("First", "Last") else True
+        if ae.filter().isDefined():  # FILTER (WHERE p): the arguments of the rows p does not pass are NULL
+            if not ignore_nulls:
+                raise Unsupported("Aggregate", f"{sql}: a FILTER clause on a {name.lower()}() that respects NULLs")
+            # every function kept here but a first()/last() that respects NULLs skips rows whose arguments
+            # (max_by/min_by: whose ordering) are NULL, so IF(p, arg, NULL) is the clause
+            args = tuple(cat.null_unless(ae.filter().get(), a) for a in args)
         result = spark_type(ae.resultAttribute())
         distinct = bool(ae.isDistinct())
         if distinct:
@@ -130,6 +144,11 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
             args = args[:1]
         elif name in ("Min", "Max"):
             kind = name.lower()
+        elif name in ("First", "Last"):
+            kind = name.lower()
+            if not orderable(spark_type(args[0])):
+                raise Unsupported("Aggregate", f"{sql}: {spark_type(args[0]).simpleString()} values cannot be "
+                                               "told apart in its state")
         elif name in ("MaxBy", "MinBy"):
             kind = name[:3].lower() + "_by"
             value, order = (spark_type(a) for a in args)
@@ -141,7 +160,7 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
                                                "apart from its state")
         else:
             raise Unsupported("Aggregate", f"{sql}: no incremental form for {name}")
-        adapters.append(Adapter(kind, args, result, sql, distinct))
+        adapters.append(Adapter(kind, args, result, sql, distinct, ignore_nulls))
     return AggregateSpec(keys, tuple(g.toAttribute() for g in grouping),
                          tuple(adapters), tuple(ae.resultAttribute() for ae in aggs),
                          tuple(_unalias(cat, r) for r in results), child, windows[0] if windows else None)
@@ -172,9 +191,12 @@ def describe(spec: AggregateSpec) -> str:
     by = f"{len(spec.grouping)} key(s)" if spec.grouping else "no key (one group)"
     recompute = any(a.kind in _EXTREMES for a in spec.adapters)
     ties = any(a.kind in _BY for a in spec.adapters)
+    picks = any(a.kind in _PICKS for a in spec.adapters)
     return (f"state per group ({by}): {what}"
             + ("; groups whose extreme is removed are recomputed" if recompute else "")
             + ("; so are groups whose rows at the extreme ordering have different values (a tie)" if ties else "")
+            + ("; a first()/last() group is recomputed when a change leaves it more than one row to pick from"
+               if picks else "")
             + ("; a count per group and distinct value" if distinct_adapters(spec) else "")
             + ("; windows closed by the watermark leave the state" if spec.window is not None else ""))
 
@@ -195,7 +217,8 @@ def state_columns(spec: AggregateSpec) -> list[str]:
         cols += {"count": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"],
                  "avg": [f"s{j}_s", f"s{j}_n"],
                  "min": [f"s{j}_m"], "max": [f"s{j}_m"],
-                 "max_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"], "min_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"]}[a.kind]
+                 "max_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"], "min_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"],
+                 "first": [f"s{j}_n", f"s{j}_v"], "last": [f"s{j}_n", f"s{j}_v"]}[a.kind]
     return cols
 
 
@@ -243,6 +266,14 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
             v = args[0].cast(a.state_type())
             found[f"s{j}_s"] = (F.when(w > 0, v).otherwise(-v).cast(a.state_type()), F.sum)
             found[f"s{j}_n"] = (F.when(args[0].isNotNull(), w).otherwise(0), F.sum)
+        elif a.kind in _PICKS:
+            value = args[0]
+            counted = value.isNotNull() if a.ignore_nulls else F.lit(True)
+            found[f"s{j}_n"] = (F.when(counted, w).otherwise(0), F.sum)
+            found[f"p{j}"] = (F.when(counted & (w > 0), 1).otherwise(0), F.sum)
+            found[f"q{j}"] = (F.when(counted & (w < 0), 1).otherwise(0), F.sum)
+            found[f"y{j}"] = (F.when(counted & (w > 0), F.struct(value.alias("v"))), F.max)
+            found[f"x{j}"] = (F.when(counted & (w < 0), F.struct(value.alias("v"))), F.max)
         elif a.kind in _BY:
             value, order = args
             pick, other = (F.max, F.min) if a.kind == "max_by" else (F.min, F.max)
@@ -271,6 +302,8 @@ def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
     for j, a in enumerate(spec.adapters):
         if a.kind in _BY:
             folded[f"s{j}_v"] = (F.max_by if a.kind == "max_by" else F.min_by)(F.col(f"a{j}_0"), F.col(f"a{j}_1"))
+        elif a.kind in _PICKS:
+            folded[f"s{j}_v"] = (F.first if a.kind == "first" else F.last)(F.col(f"a{j}_0"), a.ignore_nulls)
     return rows.groupBy(*[F.col(k) for k in spec.keys]).agg(*[v.alias(name) for name, v in folded.items()])
 
 
@@ -290,12 +323,16 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
     state = state_columns(spec)
     found = contributions(spec)
     change = {name: expr for name, (expr, _) in found.items()}
-    # an old state's row carries its values and removes nothing
-    kept = {name: (F.lit(None) if name.startswith("x") else F.col(name)) for name in found}
+    # an old state's row carries its values and adds or removes nothing
+    kept = {name: (F.col(name) if name in state else F.lit(None)) for name in found}
     parts = list(change)
     types = {f.name: f.dataType for f in old.schema.fields}
     types.update({f"x{j}": types[f"s{j}_m"] for j, a in enumerate(spec.adapters) if a.kind in ("min", "max")})
     types.update({f"x{j}": spark_type(a.args[1]) for j, a in enumerate(spec.adapters) if a.kind in _BY})
+    for j, a in enumerate(spec.adapters):
+        if a.kind in _PICKS:
+            picked = T.StructType([T.StructField("v", spark_type(a.args[0]), True)])
+            types.update({f"p{j}": T.LongType(), f"q{j}": T.LongType(), f"y{j}": picked, f"x{j}": picked})
     keys = [F.col(k) for k in spec.keys]
     new_rows = rows.select(*keys, F.lit(0).alias(OLD), *[change[c].cast(types[c]).alias(c) for c in parts],
                            *[F.lit(None).cast(types[c]).alias(f"o_{c}") for c in state])
@@ -319,11 +356,37 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
                 values[f"s{j}_v"] = F.when(touched, m.getField("v")).otherwise(F.col(f"o_s{j}_v"))
                 tie = m.isNotNull() & ~m.getField("v").eqNullSafe(low.getField("v"))
                 recompute = recompute | (touched & tie)
-            reached = (x <= om) if a.kind in ("min", "min_by") else (x >= om)
-            recompute = recompute | (x.isNotNull() & (om.isNull() | reached))
+            lower = a.kind in ("min", "min_by")
+            reached = (x <= om) if lower else (x >= om)
+            # unless an added row lies strictly beyond every removed one: it stays, and it is the new extreme
+            m = F.col(f"s{j}_m").getField("o") if a.kind in _BY else F.col(f"s{j}_m")
+            beyond = F.coalesce((m < x) if lower else (m > x), F.lit(False))
+            recompute = recompute | (x.isNotNull() & (om.isNull() | reached) & ~beyond)
+        elif a.kind in _PICKS:
+            value, known = _picked(j)
+            values[f"s{j}_v"] = value
+            recompute = recompute | ~known
     return grouped.select(*keys, F.coalesce(F.col(PRESENT), F.lit(0)).alias(PRESENT),
                           touched.alias(TOUCHED), *[v.alias(c) for c, v in values.items()],
                           *[F.col(f"o_{c}") for c in state], recompute.alias(RECOMPUTE))
+
+
+def _picked(j: int) -> tuple[Column, Column]:
+    """A first()/last()'s value after a change, and whether the state knows it. It does while at most one row can
+    have been picked: none is left (NULL), no row counted by it changed (the old value), the one counted row is new
+    (its value), or one row came and one went from a group of one (the removed one was the old one: the new one's
+    value; otherwise the old value). Else Spark's pick depends on the order of the group's rows: recomputed. (The
+    rows Spark's rewrite of DISTINCT aggregates over several column sets passes to its first(): one per group.)"""
+    n, before = F.col(f"s{j}_n"), F.coalesce(F.col(f"o_s{j}_n"), F.lit(0))
+    came, went = F.coalesce(F.col(f"p{j}"), F.lit(0)), F.coalesce(F.col(f"q{j}"), F.lit(0))
+    new, gone, old = F.col(f"y{j}").getField("v"), F.col(f"x{j}").getField("v"), F.col(f"o_s{j}_v")
+    none = n == 0
+    same = (came == 0) & (went == 0)
+    first = (n == 1) & (before == 0) & (came == 1) & (went == 0)
+    swap = (n == 1) & (before == 1) & (came == 1) & (went == 1)
+    value = (F.when(none, F.lit(None)).when(same, old).when(first, new)
+             .when(swap, F.when(gone.eqNullSafe(old), new).otherwise(old)))
+    return value, none | same | first | swap
 
 
 def old_states(spec: AggregateSpec, updated: DataFrame) -> DataFrame:
@@ -343,6 +406,8 @@ def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
                      F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n")]
         elif a.kind in _BY:
             cols += [F.col(f"s{j}_m"), F.col(f"s{j}_l"), F.col(f"s{j}_v")]
+        elif a.kind in _PICKS:
+            cols += [F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n"), F.col(f"s{j}_v")]
         else:
             cols.append(F.col(f"s{j}_m"))
     return change.select(*cols)
@@ -367,7 +432,7 @@ def final_values(spec: AggregateSpec, prefix: str = "") -> list[Column]:
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast(a.result_type))
         elif a.kind == "avg":
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast("double") / s(f"s{j}_n").cast("double"))
-        elif a.kind in _BY:
+        elif a.kind in (*_BY, *_PICKS):
             v = s(f"s{j}_v")
         else:
             v = s(f"s{j}_m")
