@@ -32,8 +32,8 @@ output. A global aggregate (no GROUP BY) has one group that always exists, as Sp
 DISTINCT is an aggregation with no functions. A FILTER clause turns a function's arguments into NULL where it does
 not pass (which each of these functions skips; not a first/last that respects NULLs). Other functions (other
 DISTINCT aggregates, collect_*, statistics), and max_by/min_by by a string, floating-point or 35-38-digit decimal
-ordering take the by-key or the full path. The output of a group is computed by the query's own result expressions over the
-group's key and values.
+ordering take the by-key or the full path. The output of a group is computed by the query's own result expressions
+over the group's key and values.
 """
 from __future__ import annotations
 
