@@ -138,6 +138,31 @@ FAMILIES = {
                           "before3, last(x) OVER (PARTITION BY k ORDER BY event_time, x ROWS BETWEEN CURRENT "
                           "ROW AND 2 FOLLOWING) AS ahead2, count(*) OVER w AS n, row_number() OVER w AS rn FROM a "
                           "WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
+    # frames of values (a rolling sum over the last 10 minutes): the tail keeps the rows within the frames' reach of
+    # the partition's last ORDER BY value; beside a frame reaching FOLLOWING rows only exact folds (a count)
+    "running_range": (sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN "
+                          "INTERVAL 10 MINUTES PRECEDING AND CURRENT ROW) AS s10, avg(x) OVER (PARTITION BY k ORDER "
+                          "BY event_time RANGE BETWEEN INTERVAL 20 MINUTES PRECEDING AND INTERVAL 5 MINUTES "
+                          "FOLLOWING) AS near, count(*) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN "
+                          "INTERVAL 15 MINUTES PRECEDING AND INTERVAL 5 MINUTES PRECEDING) AS before, max(x) OVER "
+                          "(PARTITION BY k ORDER BY event_time RANGE BETWEEN CURRENT ROW AND INTERVAL 10 MINUTES "
+                          "FOLLOWING) AS ahead, count(x) OVER (PARTITION BY k ORDER BY event_time) AS nx FROM a"),
+                      ()),
+    # first/last (the forward fill last(x) IGNORE NULLS): the state keeps the partition's first / last value; beside
+    # a lag (a tail) too, and the NULL-respecting ones beside a lead
+    "running_first_last": (sql("SELECT event_time, k, x, first(x) OVER w AS f, first(x) IGNORE NULLS OVER w AS fi, "
+                               "last(x) OVER w AS l, last(x) IGNORE NULLS OVER w AS filled, count(*) OVER w AS n "
+                               "FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
+    "running_fill_lag": (sql("SELECT event_time, k, x, last(x) IGNORE NULLS OVER w AS filled, first_value(x, true) "
+                             "OVER w AS fi, first(x) OVER w AS f, lag(x, 2) OVER w AS back2, max(x) OVER w AS hi, "
+                             "min(x) OVER w AS lo FROM a "
+                             "WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
+    "running_first_lead": (sql("SELECT event_time, k, x, first(x) OVER w AS f, last(x) OVER w AS l, lead(x) OVER w "
+                               "AS next FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
+    "running_range_values": (sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY x RANGE BETWEEN 2 "
+                                 "PRECEDING AND CURRENT ROW) AS s2, min(event_time) OVER (PARTITION BY k "
+                                 "ORDER BY x RANGE BETWEEN 3 PRECEDING AND 1 PRECEDING) AS first, max(event_time) "
+                                 "OVER (PARTITION BY k ORDER BY x) AS latest FROM a"), ()),
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
     "window_by_key": (sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time, x) AS prev, "
                           "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC, x) AS rest FROM a"), ()),
@@ -279,6 +304,9 @@ def test_any_changelog_and_split_gives_the_batch_result(spark, tmp_path_factory,
     operators = responses[0].diagnostics["operators"]
     assert any(o in STATEFUL_OPERATORS and p == "incremental" for o, p in operators), operators
     assert all(p != "full" for _, p in operators), operators
+    if name.startswith("running"):  # the running state, not the recomputation by key
+        details = [o.detail for o in responses[0].raw.diagnostics.operators if o.operator == "Window"]
+        assert details and all(d.startswith("running state per partition") for d in details), details
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs, changelog), split
 
 
@@ -476,6 +504,28 @@ def test_a_frame_of_rows_keeps_its_partitions_last_rows(spark, tmp_path):
     changed = sorted((r["op"], r["x"], round(r["avg3"], 3), r["near"]) for r in inc.result.slices[2].to_pylist())
     assert changed == sorted([(OP_APPEND, 4, 3.0, 13), (OP_APPEND, 6, 4.333, 17), (OP_APPEND, 7, 5.667, 13),
                               (R, 4, 3.0, 7)]), changed  # 4's frame now reaches 6
+
+
+def test_a_frame_of_values_keeps_its_partitions_rows_within_reach(spark, tmp_path):
+    """An aggregate over a frame of ORDER BY values (a rolling sum over the last 3 minutes; a count of the rows
+    within a minute either side) keeps the partition's rows within the frames' reach of its last value: appends read
+    no history, the rows whose frame reaches the new rows are retracted and output again, and a late row or a
+    removal recomputes the partition."""
+    transform = sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN "
+                    "INTERVAL 3 MINUTES PRECEDING AND CURRENT ROW) AS s3, count(*) OVER (PARTITION BY k ORDER BY "
+                    "event_time RANGE BETWEEN INTERVAL 1 MINUTE PRECEDING AND INTERVAL 1 MINUTE FOLLOWING) AS near "
+                    "FROM a")
+    inc = _run_both(spark, tmp_path, transform, TAIL_HISTORY, TAIL_SPLIT)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
+    # a row per partition, plus its rows from 3 minutes (the sum's reach) + 1 (the count's) before its last one
+    assert [d["stateRows"] for d in diags] == [6, 9, 9, 9, 7], diags
+    changed = sorted((r["op"], r["x"], r["s3"], r["near"]) for r in inc.result.slices[2].to_pylist())
+    assert changed == sorted([(OP_APPEND, 6, 15, 3), (OP_APPEND, 7, 20, 2), (R, 4, 10, 2), (OP_APPEND, 4, 10, 3)]), \
+        changed  # the row at minute 4 now has the one at minute 5 within a minute
+    window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
+    assert "running state per partition (1 key(s)) and its rows down to its last ORDER BY value + " \
+           "(INTERVAL '-03' MINUTE)" in window[0].detail, window
 
 
 def test_the_first_rows_of_each_partition_are_its_state(spark, tmp_path):
@@ -958,6 +1008,13 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
                      "PRECEDING AND 2 FOLLOWING) AS near FROM a")
     assert "running state per partition (1 key(s)) and its last 8 row(s): avg(a.x), sum(a.x)" in \
         moving.operators[1].detail, moving.operators
+    fill = explain("SELECT event_time, k, last(x) IGNORE NULLS OVER w AS filled, first(x) OVER w AS x0 FROM a "
+                   "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    assert "running state per partition (1 key(s)): last(a.x) IGNORE NULLS, first(a.x)" in fill.operators[1].detail, \
+        fill.operators
+    extreme = explain("SELECT event_time, k, lag(x) OVER w AS prev, max(x) OVER w AS hi FROM a "
+                      "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    assert "and its last 1 row(s): lag(a.x, 1, NULL), max(a.x)" in extreme.operators[1].detail, extreme.operators
     keyed = explain("SELECT event_time, k, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 PRECEDING "
                     "AND UNBOUNDED FOLLOWING) AS rest FROM a")
     assert keyed.path == "incremental" and keyed.operators[1].operator == "Window", keyed.operators
@@ -965,15 +1022,22 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     assert "only ROWS frames within 100 rows of the current row keep" in keyed.operators[1].detail, keyed.operators
     for query, why in (("lag(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)", "IGNORE NULLS"),
                        ("lag(x, 101) OVER (PARTITION BY k ORDER BY event_time)", "only lags of 1 to 100 rows"),
-                       ("lag(x) OVER (PARTITION BY k ORDER BY event_time) + max(x) OVER (PARTITION BY k ORDER BY "
-                        "event_time)", "a running max beside a lag"),
+                       ("lead(x) OVER (PARTITION BY k ORDER BY event_time) + max(x) OVER (PARTITION BY k ORDER BY "
+                        "event_time)", "a running max beside a lead"),
                        ("lead(x) OVER (PARTITION BY k ORDER BY event_time) + sum(x) OVER (PARTITION BY k ORDER BY "
                         "event_time)", "a running sum beside a lead"),
                        ("lead(x) OVER (PARTITION BY k ORDER BY event_time DESC)", "only ascending orders"),
+                       ("lead(x) OVER (PARTITION BY k ORDER BY event_time) + last(x) IGNORE NULLS OVER (PARTITION BY "
+                        "k ORDER BY event_time)", "a running last IGNORE NULLS beside a lead"),
                        ("max(x) OVER (PARTITION BY k ORDER BY event_time) + min(x) OVER (PARTITION BY k ORDER BY "
-                        "event_time ROWS 2 PRECEDING)", "a running max beside a frame of rows"),
-                       ("sum(x) OVER (PARTITION BY k ORDER BY x RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
-                        "a RANGE frame can reach any number of rows")):
+                        "event_time ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING)", "a running max beside a frame of rows"),
+                       ("sum(x) OVER (PARTITION BY k ORDER BY x RANGE BETWEEN 1 PRECEDING AND UNBOUNDED "
+                        "FOLLOWING)", "a RANGE frame to UNBOUNDED can reach any number of rows"),
+                       ("max(x) OVER (PARTITION BY k ORDER BY event_time) + sum(x) OVER (PARTITION BY k ORDER BY "
+                        "event_time RANGE BETWEEN INTERVAL 1 HOUR PRECEDING AND INTERVAL 1 HOUR FOLLOWING)",
+                        "a running max beside a frame of values"),
+                       ("sum(x) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN INTERVAL '1-2' YEAR TO MONTH "
+                        "PRECEDING AND CURRENT ROW)", "neither a number nor an interval of days to seconds")):
         other = explain(f"SELECT event_time, k, {query} AS y FROM a")
         window = [o for o in other.operators if o.operator == "Window"]
         assert window and why in window[0].detail and "no running state" in window[0].detail, other.operators

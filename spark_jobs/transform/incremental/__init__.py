@@ -52,7 +52,7 @@ def op_table(op: Op) -> str:
 
 def tail_table(op_id: str) -> str:
     """The name (in the checkpoint and in a step's states) of a running window's tail table: its partitions' last
-    rows, for a lag or lead (:func:`.running.tail_rows`)."""
+    rows, for a lag, a lead or a frame (:func:`.running.tail_rows`)."""
     return f"{op_id}/tail"
 
 
@@ -67,7 +67,7 @@ def state_tables(op: Op) -> list[tuple[str, str, list[str]]]:
     if op.kind == keyed.KIND:
         return []
     found = [(op.id, op_table(op), op.spec.keys)]
-    if op.kind == running.KIND and op.spec.context:
+    if op.kind == running.KIND and op.spec.has_tail:
         found.append((tail_table(op.id), tail_table(op_table(op)), op.spec.keys))
     if op.kind == "aggregate":
         found += [(values_table(op.id, j), values_table(op_table(op), j), op.spec.keys)
@@ -211,7 +211,7 @@ def initial_states(step: Step, op: Op) -> dict[str, DataFrame]:
         return {op.id: top.initial(step.cat, op.spec, step.replay(op.spec.child))}
     if op.kind == running.KIND:
         rows = step.replay(op.spec.child)
-        tail = {tail_table(op.id): running.tail_rows(step.cat, op.spec, rows)} if op.spec.context else {}
+        tail = {tail_table(op.id): running.tail_rows(step.cat, op.spec, rows)} if op.spec.has_tail else {}
         return {op.id: running.initial(step.cat, op.spec, rows), **tail}
     rows = _rows(step, op, step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
     values = aggregate.distinct_adapters(op.spec)

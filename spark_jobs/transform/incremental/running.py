@@ -10,24 +10,34 @@ state; earlier rows stay as they were. A partition that gets a row at or before 
 rows it has after the step. So appending costs the new rows and the states of the partitions they touch.
 
 Only functions whose value over a prefix is an exact fold of that state qualify: ``sum`` of integers or decimals,
-``count``, ``min``/``max`` of non-floating types, ``row_number``, ``rank``, ``dense_rank``, with ORDER BY columns
-all ascending with NULLs first (Spark's default); anything else keeps the recomputation by key.
+``count``, ``min``/``max`` of non-floating types, ``row_number``, ``rank``, ``dense_rank``, ``first``/``last``
+(also IGNORE NULLS: the partition's first value, and the forward fill ``last(x) IGNORE NULLS``; the state keeps the
+first / last value by the ORDER BY), with ORDER BY columns all ascending with NULLs first (Spark's default); anything
+else keeps the recomputation by key.
 
 ``lag(x, k)`` looks back a fixed number of rows, so its state is also the partition's *tail*: its last ``k`` rows
 (the largest offset of the node's lags), kept in a table of their own (a row each, numbered from the last). The
 node runs over the tail and the new rows, and only the new rows' output is kept: the tail gives their first ``k``
 rows what precedes them. Beside a lag, the running functions read their fold over the tail and the new rows, from
-which the tail's own fold is taken off again and the state's put on, so only invertible ones qualify there (not
-``min``/``max``). ``lead(x, k)`` looks forward: a new row changes the output of its partition's last ``k`` rows. The
+which the tail's own fold is taken off again and the state's put on (a sum, a count); ``min``/``max`` need no
+inverse: the tail's rows are among the state's, so the state's extreme taken with theirs again is the same, and
+``first``/``last`` take the state's first value, or the new rows' last. ``lead(x, k)`` looks forward: a new row changes the output of its partition's last ``k`` rows. The
 tail then also holds those rows (the lags' and leads' largest offsets added up); the node runs over the tail with
 and without the new rows, the second's rows are retracted and the first's added, and the tail's rows whose output
 did not change cancel out. Beside a lead only functions whose fold over the tail also gives the tail's own rows
-exactly qualify (``count``, ``row_number``, ``dense_rank``, lags).
+exactly qualify (``count``, ``row_number``, ``dense_rank``, ``first``/``last`` respecting NULLs, lags).
 
 Any aggregate over a frame of rows around the row (``ROWS BETWEEN 6 PRECEDING AND CURRENT ROW``: a moving average;
 up to 100 rows before and after) reads a fixed number of rows like a lag (before) and a lead (after), so it takes
 the tail the same way; its value is Spark's own over the same rows in the same order, so it need not be invertible
 (a DOUBLE sum, an average, ``min``/``max``, ``collect_list``).
+
+A frame of *values* (``RANGE BETWEEN INTERVAL 7 DAYS PRECEDING AND CURRENT ROW``: a rolling 7-day sum) reads the rows
+whose ORDER BY value lies within its offsets of the row's. A new row comes after its partition's last value, so it
+reads no row older than the last value minus the lower offset, and it changes the output of no row older than the
+last value minus the upper offset (a frame reaching FOLLOWING rows). The tail then holds the partition's rows from
+the last value minus both offsets on (as many as the data has there: the state of the open frames), and the rest is
+as for a frame of rows.
 """
 from __future__ import annotations
 
@@ -57,16 +67,23 @@ _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _AGGREGATES = {"Sum": "sum", "Count": "count", "Min": "min", "Max": "max"}
 _RANKS = {"RowNumber": "row_number", "Rank": "rank", "DenseRank": "dense_rank"}
 _OFFSETS = {"Lag": "lag", "Lead": "lead"}
+_OFFSET_TYPES = {"ByteType$", "ShortType$", "IntegerType$", "LongType$", "FloatType$", "DoubleType$", "DecimalType",
+                 "DayTimeIntervalType"}  # a frame of values' offsets whose sign tells the side (not months)
 
 
 @dataclass(frozen=True)
 class RunningFunction:
-    kind: str  # "sum" | "count" | "min" | "max" | "row_number" | "rank" | "dense_rank" | "lag" | "lead" | "frame"
+    kind: str  # "sum" | "count" | "min" | "max" | "first" | "last" | "row_number" | "rank" | "dense_rank" | "lag" |
+    # "lead" | "frame"
     arg: Any | None  # JVM expression over the window's child output (the running aggregate functions)
     result_type: T.DataType
     sql: str
     behind: int = 0  # how many rows before the row its value reads (a lag; a frame of rows)
     ahead: int = 0  # how many rows after it (a lead; a frame of rows)
+    span: str | None = None  # a frame of values: SQL of the offset from a partition's last ORDER BY value to the
+    # oldest row the tail keeps (``(INTERVAL '-7' DAY)``; ``(-3) - (2)``)
+    span_ahead: bool = False  # that frame reaches rows after the row (FOLLOWING): new rows change older rows' output
+    ignore_nulls: bool = False  # first/last IGNORE NULLS
 
 
 @dataclass(frozen=True)
@@ -90,13 +107,69 @@ class RunningSpec(WindowColumns):
         return max((f.behind for f in self.functions), default=0) + max((f.ahead for f in self.functions), default=0)
 
     @property
+    def spans(self) -> list[str]:
+        """The frames of values' offsets from a partition's last ORDER BY value down to the rows its tail keeps."""
+        return [f.span for f in self.functions if f.span is not None]
+
+    @property
+    def has_tail(self) -> bool:
+        """Whether the state keeps some of each partition's last rows (a table of its own)."""
+        return bool(self.context or self.spans)
+
+    @property
     def looks_ahead(self) -> bool:
         """A lead: new rows change the output of the partition's last rows."""
-        return any(f.ahead > 0 for f in self.functions)
+        return any(f.ahead > 0 or f.span_ahead for f in self.functions)
+
+    def kept(self, position: Column, order: Column, last: Column) -> Column:
+        """Whether a row (its place from the partition's last row, 1 for the last, and its ORDER BY value) stays
+        in the tail of a partition whose last ORDER BY value is ``last``."""
+        keep = position <= F.lit(self.context)
+        for span in self.spans:  # NULL last value (only NULLs so far): no row is within a span of it
+            keep = keep | F.coalesce(order >= last + F.expr(span), F.lit(False))
+        return keep
 
 
-def _rows_frame(cat: Catalyst, frame: Any, sql: str) -> tuple[int, int] | None:
-    """A frame of rows around the current one, as (first, last) offsets from it (negative: before it); None for
+def _sign(v: Any) -> int | None:
+    """The sign of a frame bound's value (a number, or an interval as its months or microseconds); None if unknown."""
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v) if isinstance(v, (int, float)) else float(str(v))  # a JVM Decimal prints as its digits
+    except ValueError:
+        return None
+    return (f > 0) - (f < 0)
+
+
+def _values_frame(cat: Catalyst, lower: Any, upper: Any, sql: str) -> tuple[str | None, bool]:
+    """A RANGE frame with value offsets (``x PRECEDING``, ``CURRENT ROW``, ``y FOLLOWING``) as the offset from a
+    partition's last ORDER BY value to the oldest row a new row can read or change (None: no older row), and
+    whether new rows change older rows' output. A row v reads [v + lower, v + upper]: a new row w > last reads down
+    to last + lower; it changes rows from w - upper > last - upper on, which read down to last - upper + lower."""
+    terms: list[str] = []
+    ahead = False
+    for bound, is_lower in ((lower, True), (upper, False)):
+        name = cat.cls(bound)
+        if name == "CurrentRow$":
+            continue
+        if name in ("UnboundedPreceding$", "UnboundedFollowing$") or not bound.foldable():
+            raise Unsupported("Window", f"{sql}: a RANGE frame to UNBOUNDED can reach any number of rows (only "
+                                        "UNBOUNDED PRECEDING to CURRENT ROW keeps a running state)")
+        kind = cat.cls(bound.dataType())
+        sign = _sign(bound.eval(None)) if kind in _OFFSET_TYPES else None
+        if sign is None:  # months have no fixed length: last - 1 month may not bound what a later row reads
+            raise Unsupported("Window", f"{sql}: a RANGE offset of {bound.sql()} is neither a number nor an interval "
+                                        "of days to seconds")
+        if is_lower and sign < 0:
+            terms.append(f"({bound.sql()})")
+        elif not is_lower and sign > 0:
+            terms.append(f"- ({bound.sql()})")
+            ahead = True
+    return (" ".join(terms) if terms else None), ahead
+
+
+def _frame(cat: Catalyst, frame: Any, sql: str) -> RunningFunction | None:
+    """A frame around the current row (of rows, or of ORDER BY values) as what the tail must hold for it; None for
     the running frame (UNBOUNDED PRECEDING to CURRENT ROW); :class:`Unsupported` for frames no tail holds."""
     if cat.cls(frame) != "SpecifiedWindowFrame":
         raise Unsupported("Window", f"{sql}: only frames from UNBOUNDED PRECEDING to CURRENT ROW keep a running state")
@@ -104,8 +177,8 @@ def _rows_frame(cat: Catalyst, frame: Any, sql: str) -> tuple[int, int] | None:
     if cat.cls(lower) == "UnboundedPreceding$" and cat.cls(upper) == "CurrentRow$":
         return None
     if cat.cls(frame.frameType()) != "RowFrame$":
-        raise Unsupported("Window", f"{sql}: a RANGE frame can reach any number of rows (only frames from UNBOUNDED "
-                                    "PRECEDING to CURRENT ROW, or ROWS frames, keep a running state)")
+        span, ahead = _values_frame(cat, lower, upper, sql)
+        return RunningFunction("frame", None, T.NullType(), sql, span=span, span_ahead=ahead)
     bounds = []
     for b in (lower, upper):
         name = cat.cls(b)
@@ -117,7 +190,7 @@ def _rows_frame(cat: Catalyst, frame: Any, sql: str) -> tuple[int, int] | None:
             raise Unsupported("Window", f"{sql}: only ROWS frames within {MAX_OFFSET} rows of the current row keep a "
                                         "partition's last rows")
         bounds.append(v)
-    return bounds[0], bounds[1]
+    return RunningFunction("frame", None, T.NullType(), sql, behind=max(0, -bounds[0]), ahead=max(0, bounds[1]))
 
 
 def _function(cat: Catalyst, alias: Any) -> RunningFunction:
@@ -142,15 +215,17 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
         return RunningFunction(kind, None, result, sql, **({"behind": k} if kind == "lag" else {"ahead": k}))
     if name != "AggregateExpression":
         raise Unsupported("Window", f"{sql}: {name} has no running state")
-    rows = _rows_frame(cat, frame, sql)
-    if rows is not None:  # any aggregate over a few rows around the row: Spark's own, over the tail and new rows
-        return RunningFunction("frame", None, result, sql, behind=max(0, -rows[0]), ahead=max(0, rows[1]))
+    around = _frame(cat, frame, sql)
+    if around is not None:  # any aggregate over the rows around the row: Spark's own, over the tail and new rows
+        return replace(around, result_type=result)
     if fn.isDistinct() or fn.filter().isDefined():
         raise Unsupported("Window", f"{sql}: DISTINCT and FILTER have no running state")
     if cat.cls(frame) != "SpecifiedWindowFrame" or cat.cls(frame.lower()) != "UnboundedPreceding$" \
             or cat.cls(frame.upper()) != "CurrentRow$":
         raise Unsupported("Window", f"{sql}: only frames from UNBOUNDED PRECEDING to CURRENT ROW keep a running state")
     agg = fn.aggregateFunction()
+    if cat.cls(agg) in ("First", "Last"):  # any type: the value is picked, not computed
+        return RunningFunction(cat.cls(agg).lower(), agg.child(), result, sql, ignore_nulls=bool(agg.ignoreNulls()))
     kind = _AGGREGATES.get(cat.cls(agg))
     args = cat.items(agg.children())
     if kind is None or len(args) != 1:
@@ -177,16 +252,21 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
                                         "state")
     functions = tuple(_function(cat, e) for e in cat.items(node.windowExpressions()))
     spec = RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), "")
-    if spec.context:
+    if spec.has_tail:
         lead = spec.looks_ahead
-        reach = next(g for g in functions if (g.ahead if lead else g.behind))  # what makes the tail
-        beside = "frame of rows" if reach.kind == "frame" else reach.kind
+        reach = next(g for g in functions  # what makes the tail
+                     if ((g.ahead or g.span_ahead) if lead else (g.behind or g.span is not None)))
+        beside = ("frame of values" if reach.span is not None else "frame of rows") if reach.kind == "frame" \
+            else reach.kind
         for f in functions:  # beside a lead the tail's own rows are output again: their folds must be exact
-            if f.kind in ("min", "max") or (lead and f.kind in ("sum", "rank")):
-                raise Unsupported("Window", f"{f.sql}: a running {f.kind} beside a {beside} cannot be told from the "
+            if lead and (f.kind in ("sum", "rank", "min", "max") or f.ignore_nulls):
+                what = f"{f.kind} IGNORE NULLS" if f.ignore_nulls else f.kind
+                raise Unsupported("Window", f"{f.sql}: a running {what} beside a {beside} cannot be told from the "
                                             "partition's last rows")
-    what = ", ".join(f.sql.split(" OVER ")[0] for f in functions)
-    tail = f" and its last {spec.context} row(s)" if spec.context else ""
+    what = ", ".join(f.sql.split(" OVER ")[0] + (" IGNORE NULLS" if f.ignore_nulls else "") for f in functions)
+    kept = ([f"its last {spec.context} row(s)"] if spec.context else []) + \
+        [f"its rows down to its last ORDER BY value + {span}" for span in dict.fromkeys(spec.spans)]
+    tail = f" and {' and '.join(kept)}" if kept else ""
     detail = (f"running state per partition ({len(partition)} key(s)){tail}: {what}; rows after a partition's last "
               "ORDER BY value extend it, earlier rows and removals recompute the partitions they touch from their "
               "history")
@@ -219,24 +299,34 @@ def state_columns(spec: RunningSpec) -> list[str]:
 def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
     """States of the partitions of ``rows`` (the child's rows, by position), from all of their rows."""
     cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, cat.items(spec.child.output()))
-    folds = {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max}
     aggs = [F.max(_last(spec)).alias("__odf_last"), F.count(F.lit(1)).alias(ROWS),
             *([F.count_distinct(_last(spec)).alias(DISTINCT)] if DISTINCT in spec.counts else []),
-            *[folds[f.kind](F.col(f"a{j}")).alias(f"s{j}") for j, f in enumerate(spec.functions) if f.arg is not None]]
+            *[_fold(spec, f, F.col(f"a{j}")).alias(f"s{j}") for j, f in enumerate(spec.functions) if f.arg is not None]]
     grouped = cols.groupBy(*spec.keys).agg(*aggs)
     return grouped.select(*spec.keys, *[F.col(f"__odf_last.o{i}").alias(f"l{i}") for i in range(len(spec.order))],
                           *[c for c in state_columns(spec)[len(spec.order):]])
 
 
+def _fold(spec: RunningSpec, f: RunningFunction, a: Column) -> Column:
+    """A function's state over a partition's rows: the fold of its argument ``a``."""
+    if f.kind in ("first", "last"):  # the value at the first / last ORDER BY value (of the non-NULL ones)
+        order = F.when(a.isNotNull(), _last(spec)) if f.ignore_nulls else _last(spec)
+        return (F.min_by if f.kind == "first" else F.max_by)(a, order)
+    return {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max}[f.kind](a)
+
+
 def tail_rows(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
     """The tail table of the partitions of ``rows`` (the child's rows, by position): each partition's last
-    :attr:`RunningSpec.context` rows, numbered from its last (``__odf_i`` = 1)."""
+    :attr:`RunningSpec.context` rows and its rows within the frames of values' spans of its last ORDER BY value
+    (:meth:`RunningSpec.kept`), numbered from its last (``__odf_i`` = 1)."""
     attrs = cat.items(spec.child.output())
     cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, attrs, rows=True, args=False)
     latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last() for o in spec.order_columns])
     numbered = cols.withColumn(POSITION, F.row_number().over(latest_first).cast("int"))
-    return numbered.where(F.col(POSITION) <= spec.context).select(
-        *spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))])
+    if spec.spans:  # one ORDER BY value (Spark's rule for frames of values)
+        numbered = numbered.withColumn("__odf_last", F.max("o0").over(Window.partitionBy(*spec.keys)))
+    return numbered.where(spec.kept(F.col(POSITION), F.col("o0"), F.col("__odf_last") if spec.spans else None)) \
+        .select(*spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))])
 
 
 def _plus(a: Column, b: Column, t: T.DataType) -> Column:
@@ -256,19 +346,33 @@ def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
         if f.arg is None:
             continue
         a, b = F.col(f"old_s{j}"), F.col(f"s{j}")
-        v = {"sum": _plus(a, b, types[f"s{j}"]), "count": (F.coalesce(a, F.lit(0)) + b).cast("long"),
-             "min": F.least(a, b), "max": F.greatest(a, b)}[f.kind]
+        if f.kind in ("first", "last"):  # the old rows come first; NULL old_ROWS: no old state
+            older = F.coalesce(a, b) if f.ignore_nulls else F.when(F.col(f"old_{ROWS}").isNotNull(), a).otherwise(b)
+            v = older if f.kind == "first" else (F.coalesce(b, a) if f.ignore_nulls else b)
+        else:
+            v = {"sum": _plus(a, b, types[f"s{j}"]), "count": (F.coalesce(a, F.lit(0)) + b).cast("long"),
+                 "min": F.least(a, b), "max": F.greatest(a, b)}[f.kind]
         cols.append(v.cast(types[f"s{j}"]).alias(f"s{j}"))
     return joined.select(*cols)
 
 
-def _extended_tail(spec: RunningSpec, old_tail: DataFrame, new_tail: DataFrame, added: DataFrame) -> DataFrame:
+def _extended_tail(cat: Catalyst, spec: RunningSpec, old_tail: DataFrame, new_tail: DataFrame, added: DataFrame
+                   ) -> DataFrame:
     """The tails of partitions that got rows after their old tail: the new rows' own tail, then the old tail's rows
-    moved back by the partition's number of new rows (``added``: keys and ``__odf_rows``), as far as they stay."""
-    a = added.select(*[F.col(k).alias(f"n_{k}") for k in spec.keys], F.col(ROWS).alias("n_rows"))
+    moved back by the partition's number of new rows (``added``: keys, new last ORDER BY value ``l0`` and
+    ``__odf_rows``), as far as they stay."""
+    a = added.select(*[F.col(k).alias(f"n_{k}") for k in spec.keys], F.col(ROWS).alias("n_rows"),
+                     F.col("l0").alias("n_last"))
     moved = old_tail.join(a, same_keys(old_tail, a, spec.keys, [f"n_{k}" for k in spec.keys]), "inner")
     moved = moved.withColumn(POSITION, (F.col(POSITION) + F.col("n_rows")).cast("int"))
-    moved = moved.where(F.col(POSITION) <= spec.context).select(*new_tail.columns)
+    order = None
+    if spec.spans:  # the rows' ORDER BY value, from the rows (the tail table keeps the rows only)
+        attrs = cat.items(spec.child.output())
+        rows = [f"c{i}" for i in range(len(attrs))]
+        moved = project(cat, moved, attrs, [*[(c, a) for c, a in zip(rows, attrs)], ("__odf_o", spec.order[0])],
+                        keep=[c for c in moved.columns if c not in rows])
+        order = F.col("__odf_o")
+    moved = moved.where(spec.kept(F.col(POSITION), order, F.col("n_last"))).select(*new_tail.columns)
     return new_tail.unionByName(moved)
 
 
@@ -300,8 +404,13 @@ def _continued(j: int, f: RunningFunction, v: Column, tail: bool) -> Column:
         return _plus(F.col(f"st_s{j}"), off(f"s{j}"), f.result_type)
     if f.kind == "count":
         return F.coalesce(F.col(f"st_s{j}"), F.lit(0)) + off(f"s{j}")
-    if f.kind in ("min", "max"):  # not beside a tail (analyze): an extreme has no inverse
-        assert not tail
+    if f.kind == "first":  # the partition's old rows come first; over a tail too (it is part of them)
+        st = F.col(f"st_s{j}")
+        return F.coalesce(st, v) if f.ignore_nulls else F.when(F.coalesce(F.col(f"st_{ROWS}"), F.lit(0)) > 0, st) \
+            .otherwise(v)
+    if f.kind == "last":  # the row's own frame ends at it; IGNORE NULLS falls back to the old rows' last (no lead)
+        return F.coalesce(v, F.col(f"st_s{j}")) if f.ignore_nulls else v
+    if f.kind in ("min", "max"):  # the tail's rows are among the state's: an extreme over them again changes nothing
         return (F.least if f.kind == "min" else F.greatest)(F.col(f"st_s{j}"), v)
     counted = DISTINCT if f.kind == "dense_rank" else ROWS  # ranks: rows (distinct orders) before the row
     return F.coalesce(F.col(f"st_{counted}"), F.lit(0)) + off(counted)
@@ -366,7 +475,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
     neg: list[DataFrame] = []
     added = initial(cat, spec, appended.select(*row_cols))
     tail_parts: list[DataFrame] = []
-    if spec.context:
+    if spec.has_tail:
         assert old_tail is not None
         tailed = by_keys(mine, late, keys, "left_anti") if seen["__odf_rows"] else mine
         kept, _ = step.keep(by_keys(old_tail, tailed.select(*keys), keys, "left_semi"))
@@ -375,7 +484,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         pos = [_over_tail(cat, spec, op.node, appended.select(*row_cols).unionByName(tails), tailed, tails, not lead)]
         if lead:  # the tails' rows as they were output, retracted (those whose output is the same cancel out)
             neg.append(_over_tail(cat, spec, op.node, tails, tailed, tails, False))
-        tail_parts.append(_extended_tail(spec, kept, tail_rows(cat, spec, appended.select(*row_cols)), added))
+        tail_parts.append(_extended_tail(cat, spec, kept, tail_rows(cat, spec, appended.select(*row_cols)), added))
     else:
         pos = [_extended(cat, spec, op.node, evaluate(cat, op.node, {(0,): appended.select(*row_cols)}), mine)]
     extended = _merged(spec, mine, added)
@@ -396,13 +505,13 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         pos.append(evaluate(cat, op.node, {(0,): after}))
         neg.append(evaluate(cat, op.node, {(0,): before}))
         parts.append(initial(cat, spec, after))
-        if spec.context:
+        if spec.has_tail:
             tail_parts.append(tail_rows(cat, spec, after))
     new = by_keys(old, touched, keys, "left_anti")
     for p in parts:
         new = new.unionByName(p.select(*old.columns))
     new_tail = None
-    if spec.context:
+    if spec.has_tail:
         new_tail = by_keys(old_tail, touched, keys, "left_anti")
         for p in tail_parts:
             new_tail = new_tail.unionByName(p.select(*old_tail.columns))
