@@ -19,10 +19,11 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
   into two aggregates over an Expand; both keep a state per group).
 * ``bench_latest``: the same with ``max_by``/``min_by`` by event time per group (the latest value, the first
   category).
-* ``bench_keyed``, ``bench_join``, ``bench_lag``, ``bench_moving``, ``bench_top``: a running sum per key, a lookup
-  join and tumbling windows; a join of two growing inputs; ``lag`` per key and a moving average of 7 rows per key
-  (the partitions' last rows kept as state); the latest row per key (``row_number() ... = 1``; the partitions' first
-  rows kept as state).
+* ``bench_keyed``, ``bench_join``, ``bench_lag``, ``bench_moving``, ``bench_rolling``, ``bench_top``: a running sum
+  per key, a lookup join and tumbling windows; a join of two growing inputs; ``lag`` per key and a moving average of 7
+  rows per key (the partitions' last rows kept as state); a rolling sum over the last hour per key (a RANGE frame:
+  the partitions' rows within the hour kept as state); the latest row per key (``row_number() ... = 1``; the
+  partitions' first rows kept as state).
 * ``bench_fixed_cost``: one tiny transaction through ``spark-submit`` (and in-process), by step.
 """
 from __future__ import annotations
@@ -686,6 +687,8 @@ LAG_SQL = ("select event_time, id % 100000 as acct, value, value - lag(value) ov
            "window w as (partition by id % 100000 order by event_time)")
 MOVING_SQL = ("select event_time, id % 100000 as acct, value, avg(value) over (partition by id % 100000 "
               "order by event_time rows between 6 preceding and current row) as avg7 from src")
+ROLLING_SQL = ("select event_time, id % 100000 as acct, value, sum(value) over (partition by id % 100000 "
+               "order by event_time range between interval 1 hour preceding and current row) as last_hour from src")
 TOP_SQL = ("select event_time, acct, value, category from (select event_time, id % 100000 as acct, value, "
            "category, row_number() over (partition by id % 100000 order by event_time desc) as rn from src) "
            "where rn = 1")
@@ -889,6 +892,22 @@ def bench_moving(ctx: Ctx) -> str:
                        results, notes)
 
 
+def bench_rolling(ctx: Ctx) -> str:
+    """A rolling sum over the last hour per key (.running: a frame of values takes the partition's rows within an hour
+    of its last event time as state)."""
+    results: list[Result] = []
+    notes: list[str] = []
+    _keyed_runs(ctx, 7, KeyedQuery("rolling sum over the last hour per key (100k keys, computed key)", ROLLING_SQL,
+                                   ("src",), "the running state: one row per key and a tail table of each key's rows "
+                                   "within the hour before its last event time"), results, notes)
+    return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids; a key gets a row "
+                       "every 1,000 s of event time, so ~4 rows lie within an hour. The step runs the window over "
+                       "the new rows and the rows of the partitions (id % 100000) they touch within an hour of their "
+                       "last event time, kept in the checkpoint. The key is computed, so key ranges cannot prune the "
+                       "history: the engine before recomputed the touched partitions from all of it "
+                       "(docs/transforms.md).", results, notes)
+
+
 def bench_top(ctx: Ctx) -> str:
     """The latest row per key (.top: the partitions' first rows are the state): a step vs a batch query."""
     results: list[Result] = []
@@ -968,6 +987,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_lag": bench_lag,
     "bench_top": bench_top,
     "bench_moving": bench_moving,
+    "bench_rolling": bench_rolling,
 }
 
 TITLES = {
@@ -984,6 +1004,8 @@ TITLES = {
     "bench_lag": "Incremental lag per key: a transaction vs one batch query over everything",
     "bench_top": "Incremental latest row per key (row_number() = 1): a transaction vs one batch query over everything",
     "bench_moving": "Incremental moving average per key: a transaction vs one batch query over everything",
+    "bench_rolling": "Incremental rolling sum over an hour per key (RANGE frame): a transaction vs one batch query over "
+                     "everything",
 }
 
 
