@@ -148,14 +148,16 @@ FAMILIES = {
                           "(PARTITION BY k ORDER BY event_time RANGE BETWEEN CURRENT ROW AND INTERVAL 10 MINUTES "
                           "FOLLOWING) AS ahead, count(x) OVER (PARTITION BY k ORDER BY event_time) AS nx FROM a"),
                       ()),
-    # first/last (the forward fill last(x) IGNORE NULLS): the state keeps the partition's first / last value; beside
+    # first/last (the forward fill last(x) IGNORE NULLS, the previous non-NULL value lag(x) IGNORE NULLS): the state
+    # keeps the partition's first / last (non-NULL) value; beside
     # a lag (a tail) too, and the NULL-respecting ones beside a lead
     "running_first_last": (sql("SELECT event_time, k, x, first(x) OVER w AS f, first(x) IGNORE NULLS OVER w AS fi, "
-                               "last(x) OVER w AS l, last(x) IGNORE NULLS OVER w AS filled, count(*) OVER w AS n "
-                               "FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
+                               "last(x) OVER w AS l, last(x) IGNORE NULLS OVER w AS filled, count(*) OVER w AS n, "
+                               "lag(x) IGNORE NULLS OVER w AS known FROM a "
+                               "WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
     "running_fill_lag": (sql("SELECT event_time, k, x, last(x) IGNORE NULLS OVER w AS filled, first_value(x, true) "
                              "OVER w AS fi, first(x) OVER w AS f, lag(x, 2) OVER w AS back2, max(x) OVER w AS hi, "
-                             "min(x) OVER w AS lo FROM a "
+                             "min(x) OVER w AS lo, lag(x) IGNORE NULLS OVER w AS known FROM a "
                              "WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
     "running_first_lead": (sql("SELECT event_time, k, x, first(x) OVER w AS f, last(x) OVER w AS l, lead(x) OVER w "
                                "AS next FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
@@ -526,6 +528,28 @@ def test_a_frame_of_values_keeps_its_partitions_rows_within_reach(spark, tmp_pat
     window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
     assert "running state per partition (1 key(s)) and its rows down to its last ORDER BY value + " \
            "(INTERVAL '-03' MINUTE)" in window[0].detail, window
+
+
+def test_first_last_and_the_previous_known_value_continue_from_the_state(spark, tmp_path):
+    """first/last (also IGNORE NULLS: the forward fill) and lag(x) IGNORE NULLS keep the partition's first / last
+    (non-NULL) value: appended rows continue from it without reading history, also when every new row of a
+    partition is NULL or its first value was NULL."""
+    transform = sql("SELECT event_time, k, x, last(x) IGNORE NULLS OVER w AS filled, lag(x) IGNORE NULLS OVER w AS "
+                    "known, first(x) IGNORE NULLS OVER w AS fi, first(x) OVER w AS f, last(x) OVER w AS l FROM a "
+                    "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    history = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(2), ("p", None)),
+               Event(OP_APPEND, minutes(1), ("q", None)),
+               Event(OP_APPEND, minutes(3), ("p", None)), Event(OP_APPEND, minutes(2), ("q", 5)),
+               Event(OP_APPEND, minutes(4), ("p", 4)), Event(OP_APPEND, minutes(5), ("p", None)),
+               Event(OP_APPEND, minutes(3), ("q", None))]
+    inc = _run_both(spark, tmp_path, transform, history, [Txn({"a": 3}), Txn({"a": 2}), Txn({"a": 3})])
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild", "incremental", "incremental"], diags
+    assert [d.get("history") for d in diags[1:]] == [None, None], diags
+    rows = [sorted((r["k"], r["event_time"].minute, r["filled"], r["known"], r["fi"], r["f"], r["l"])
+                   for r in t.to_pylist()) for t in inc.result.slices[1:]]
+    assert rows == [[("p", 3, 1, 1, 1, 1, None), ("q", 2, 5, None, 5, None, 5)],
+                    [("p", 4, 4, 1, 1, 1, 4), ("p", 5, 4, 4, 1, 1, None), ("q", 3, 5, 5, 5, None, None)]], rows
 
 
 def test_the_first_rows_of_each_partition_are_its_state(spark, tmp_path):
@@ -1008,10 +1032,10 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
                      "PRECEDING AND 2 FOLLOWING) AS near FROM a")
     assert "running state per partition (1 key(s)) and its last 8 row(s): avg(a.x), sum(a.x)" in \
         moving.operators[1].detail, moving.operators
-    fill = explain("SELECT event_time, k, last(x) IGNORE NULLS OVER w AS filled, first(x) OVER w AS x0 FROM a "
-                   "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
-    assert "running state per partition (1 key(s)): last(a.x) IGNORE NULLS, first(a.x)" in fill.operators[1].detail, \
-        fill.operators
+    fill = explain("SELECT event_time, k, last(x) IGNORE NULLS OVER w AS filled, first(x) OVER w AS x0, "
+                   "lag(x) IGNORE NULLS OVER w AS known FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    assert "running state per partition (1 key(s)): last(a.x) IGNORE NULLS, first(a.x), lag(a.x, 1, NULL) IGNORE " \
+           "NULLS" in fill.operators[1].detail, fill.operators
     extreme = explain("SELECT event_time, k, lag(x) OVER w AS prev, max(x) OVER w AS hi FROM a "
                       "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
     assert "and its last 1 row(s): lag(a.x, 1, NULL), max(a.x)" in extreme.operators[1].detail, extreme.operators
@@ -1020,7 +1044,9 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     assert keyed.path == "incremental" and keyed.operators[1].operator == "Window", keyed.operators
     assert "partitions the new rows touch are recomputed" in keyed.operators[1].detail
     assert "only ROWS frames within 100 rows of the current row keep" in keyed.operators[1].detail, keyed.operators
-    for query, why in (("lag(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)", "IGNORE NULLS"),
+    for query, why in (("lag(x, 2) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)",
+                        "only lag(x) IGNORE NULLS, one row back without a default"),
+                       ("lead(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)", "a lead IGNORE NULLS"),
                        ("lag(x, 101) OVER (PARTITION BY k ORDER BY event_time)", "only lags of 1 to 100 rows"),
                        ("lead(x) OVER (PARTITION BY k ORDER BY event_time) + max(x) OVER (PARTITION BY k ORDER BY "
                         "event_time)", "a running max beside a lead"),

@@ -12,8 +12,9 @@ rows it has after the step. So appending costs the new rows and the states of th
 Only functions whose value over a prefix is an exact fold of that state qualify: ``sum`` of integers or decimals,
 ``count``, ``min``/``max`` of non-floating types, ``row_number``, ``rank``, ``dense_rank``, ``first``/``last``
 (also IGNORE NULLS: the partition's first value, and the forward fill ``last(x) IGNORE NULLS``; the state keeps the
-first / last value by the ORDER BY), with ORDER BY columns all ascending with NULLs first (Spark's default); anything
-else keeps the recomputation by key.
+first / last value by the ORDER BY), ``lag(x) IGNORE NULLS`` (the previous non-NULL value: Spark's own over the rows
+run over, else the state's last non-NULL value), with ORDER BY columns all ascending with NULLs first (Spark's
+default); anything else keeps the recomputation by key.
 
 ``lag(x, k)`` looks back a fixed number of rows, so its state is also the partition's *tail*: its last ``k`` rows
 (the largest offset of the node's lags), kept in a table of their own (a row each, numbered from the last). The
@@ -21,11 +22,12 @@ node runs over the tail and the new rows, and only the new rows' output is kept:
 rows what precedes them. Beside a lag, the running functions read their fold over the tail and the new rows, from
 which the tail's own fold is taken off again and the state's put on (a sum, a count); ``min``/``max`` need no
 inverse: the tail's rows are among the state's, so the state's extreme taken with theirs again is the same, and
-``first``/``last`` take the state's first value, or the new rows' last. ``lead(x, k)`` looks forward: a new row changes the output of its partition's last ``k`` rows. The
-tail then also holds those rows (the lags' and leads' largest offsets added up); the node runs over the tail with
-and without the new rows, the second's rows are retracted and the first's added, and the tail's rows whose output
-did not change cancel out. Beside a lead only functions whose fold over the tail also gives the tail's own rows
-exactly qualify (``count``, ``row_number``, ``dense_rank``, ``first``/``last`` respecting NULLs, lags).
+``first``/``last`` take the state's first value, or the new rows' last. ``lead(x, k)`` looks forward: a new row
+changes the output of its partition's last ``k`` rows. The tail then also holds those rows (the lags' and leads'
+largest offsets added up); the node runs over the tail with and without the new rows, the second's rows are
+retracted and the first's added, and the tail's rows whose output did not change cancel out. Beside a lead only
+functions whose fold over the tail also gives the tail's own rows exactly qualify (``count``, ``row_number``,
+``dense_rank``, ``first``/``last`` respecting NULLs, lags).
 
 Any aggregate over a frame of rows around the row (``ROWS BETWEEN 6 PRECEDING AND CURRENT ROW``: a moving average;
 up to 100 rows before and after) reads a fixed number of rows like a lag (before) and a lead (after), so it takes
@@ -206,10 +208,14 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
         return RunningFunction(_RANKS[name], None, result, sql)
     if name in _OFFSETS:
         kind = _OFFSETS[name]
-        if fn.ignoreNulls():
-            raise Unsupported("Window", f"{sql}: a {kind} IGNORE NULLS can reach past any number of rows")
         offset = fn.inputOffset() if kind == "lag" else fn.offset()  # a Lag's offset() is its negation
         k = offset.eval(None) if offset.foldable() else None
+        if fn.ignoreNulls():  # the previous non-NULL value: the partition's last one is its state (as for last())
+            default = fn.default()
+            if kind != "lag" or k != 1 or not (default.foldable() and default.eval(None) is None):
+                raise Unsupported("Window", f"{sql}: a {kind} IGNORE NULLS can reach past any number of rows (only "
+                                            "lag(x) IGNORE NULLS, one row back without a default, keeps a state)")
+            return RunningFunction(kind, fn.input(), result, sql, ignore_nulls=True)
         if not isinstance(k, int) or not 1 <= k <= MAX_OFFSET:
             raise Unsupported("Window", f"{sql}: only {kind}s of 1 to {MAX_OFFSET} rows keep a partition's last rows")
         return RunningFunction(kind, None, result, sql, **({"behind": k} if kind == "lag" else {"ahead": k}))
@@ -263,7 +269,8 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
                 what = f"{f.kind} IGNORE NULLS" if f.ignore_nulls else f.kind
                 raise Unsupported("Window", f"{f.sql}: a running {what} beside a {beside} cannot be told from the "
                                             "partition's last rows")
-    what = ", ".join(f.sql.split(" OVER ")[0] + (" IGNORE NULLS" if f.ignore_nulls else "") for f in functions)
+    what = ", ".join(f.sql.split(" OVER ")[0] + (" IGNORE NULLS" if f.ignore_nulls and "IGNORE NULLS" not in
+                                                 f.sql.upper() else "") for f in functions)
     kept = ([f"its last {spec.context} row(s)"] if spec.context else []) + \
         [f"its rows down to its last ORDER BY value + {span}" for span in dict.fromkeys(spec.spans)]
     tail = f" and {' and '.join(kept)}" if kept else ""
@@ -309,7 +316,7 @@ def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
 
 def _fold(spec: RunningSpec, f: RunningFunction, a: Column) -> Column:
     """A function's state over a partition's rows: the fold of its argument ``a``."""
-    if f.kind in ("first", "last"):  # the value at the first / last ORDER BY value (of the non-NULL ones)
+    if f.kind in ("first", "last", "lag"):  # the value at the first / last ORDER BY value (of the non-NULL ones)
         order = F.when(a.isNotNull(), _last(spec)) if f.ignore_nulls else _last(spec)
         return (F.min_by if f.kind == "first" else F.max_by)(a, order)
     return {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max}[f.kind](a)
@@ -346,7 +353,7 @@ def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
         if f.arg is None:
             continue
         a, b = F.col(f"old_s{j}"), F.col(f"s{j}")
-        if f.kind in ("first", "last"):  # the old rows come first; NULL old_ROWS: no old state
+        if f.kind in ("first", "last", "lag"):  # the old rows come first; NULL old_ROWS: no old state
             older = F.coalesce(a, b) if f.ignore_nulls else F.when(F.col(f"old_{ROWS}").isNotNull(), a).otherwise(b)
             v = older if f.kind == "first" else (F.coalesce(b, a) if f.ignore_nulls else b)
         else:
@@ -398,6 +405,8 @@ def _continued(j: int, f: RunningFunction, v: Column, tail: bool) -> Column:
     def off(c: str) -> Column:
         return v - F.coalesce(F.col(f"t_{c}"), F.lit(0)) if tail else v
 
+    if f.kind == "lag" and f.ignore_nulls:  # no earlier non-NULL value among the rows run over: the old rows' last
+        return F.coalesce(v, F.col(f"st_s{j}"))
     if f.kind in (*_OFFSETS.values(), "frame"):
         return v
     if f.kind == "sum":
