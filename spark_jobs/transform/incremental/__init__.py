@@ -211,7 +211,9 @@ def initial_states(step: Step, op: Op) -> dict[str, DataFrame]:
         return {op.id: top.initial(step.cat, op.spec, step.replay(op.spec.child))}
     if op.kind == running.KIND:
         rows = step.replay(op.spec.child)
-        tail = {tail_table(op.id): running.tail_rows(step.cat, op.spec, rows)} if op.spec.has_tail else {}
+        tail = {tail_table(op.id): running.tail_rows(step.cat, op.spec, running.with_values(step.cat, op.spec, op.node,
+                                                                                             rows))
+                } if op.spec.has_tail else {}
         return {op.id: running.initial(step.cat, op.spec, rows), **tail}
     rows = _rows(step, op, step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
     values = aggregate.distinct_adapters(op.spec)

@@ -25,9 +25,11 @@ inverse: the tail's rows are among the state's, so the state's extreme taken wit
 ``first``/``last`` take the state's first value, or the new rows' last. ``lead(x, k)`` looks forward: a new row
 changes the output of its partition's last ``k`` rows. The tail then also holds those rows (the lags' and leads'
 largest offsets added up); the node runs over the tail with and without the new rows, the second's rows are
-retracted and the first's added, and the tail's rows whose output did not change cancel out. Beside a lead only
-functions whose fold over the tail also gives the tail's own rows exactly qualify (``count``, ``row_number``,
-``dense_rank``, ``first``/``last`` respecting NULLs, lags).
+retracted and the first's added, and the tail's rows whose output did not change cancel out. For the tail's own
+rows, ``count``, ``row_number``, ``dense_rank``, ``first``/``last`` respecting NULLs and lags take the state with the
+tail's fold taken off, which is exact for them; the other running functions (a sum, a rank, min/max, IGNORE NULLS:
+a NULL before a larger value, ties across the tail's start) keep each tail row's value as it was output in the tail
+table (:attr:`RunningSpec.stored`), since a running value never changes once later rows come.
 
 Any aggregate over a frame of rows around the row (``ROWS BETWEEN 6 PRECEDING AND CURRENT ROW``: a moving average;
 up to 100 rows before and after) reads a fixed number of rows like a lag (before) and a lead (after), so it takes
@@ -53,7 +55,7 @@ from pyspark.sql.window import Window
 
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental import key_ranges
-from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, spark_type
+from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, spark_type, splice
 from spark_jobs.transform.incremental.plan import Unsupported
 from spark_jobs.transform.incremental.state import WindowColumns, by_keys, same_keys
 
@@ -123,7 +125,21 @@ class RunningSpec(WindowColumns):
         """A lead: new rows change the output of the partition's last rows."""
         return any(f.ahead > 0 or f.span_ahead for f in self.functions)
 
-    def kept(self, position: Column, order: Column, last: Column) -> Column:
+    @property
+    def stored(self) -> list[int]:
+        """Beside a lead (or a frame reaching FOLLOWING rows) the tail's own rows are output again: the functions
+        whose value at such a row the state cannot give (a sum, a rank, min/max, IGNORE NULLS: the state folds the
+        rows after it too) keep that value in the tail table (``v<j>``), as the row was output. A running value
+        never changes once later rows come."""
+        if not self.looks_ahead:
+            return []
+        return [j for j, f in enumerate(self.functions) if f.kind in ("sum", "rank", "min", "max") or f.ignore_nulls]
+
+    @property
+    def stored_columns(self) -> list[str]:
+        return [f"v{j}" for j in self.stored]
+
+    def kept(self, position: Column, order: Column | None, last: Column | None) -> Column:
         """Whether a row (its place from the partition's last row, 1 for the last, and its ORDER BY value) stays
         in the tail of a partition whose last ORDER BY value is ``last``."""
         keep = position <= F.lit(self.context)
@@ -170,7 +186,7 @@ def _values_frame(cat: Catalyst, lower: Any, upper: Any, sql: str) -> tuple[str 
     return (" ".join(terms) if terms else None), ahead
 
 
-def _frame(cat: Catalyst, frame: Any, sql: str) -> RunningFunction | None:
+def _frame(cat: Catalyst, frame: Any, sql: str, result: T.DataType) -> RunningFunction | None:
     """A frame around the current row (of rows, or of ORDER BY values) as what the tail must hold for it; None for
     the running frame (UNBOUNDED PRECEDING to CURRENT ROW); :class:`Unsupported` for frames no tail holds."""
     if cat.cls(frame) != "SpecifiedWindowFrame":
@@ -180,7 +196,7 @@ def _frame(cat: Catalyst, frame: Any, sql: str) -> RunningFunction | None:
         return None
     if cat.cls(frame.frameType()) != "RowFrame$":
         span, ahead = _values_frame(cat, lower, upper, sql)
-        return RunningFunction("frame", None, T.NullType(), sql, span=span, span_ahead=ahead)
+        return RunningFunction("frame", None, result, sql, span=span, span_ahead=ahead)
     bounds = []
     for b in (lower, upper):
         name = cat.cls(b)
@@ -192,7 +208,7 @@ def _frame(cat: Catalyst, frame: Any, sql: str) -> RunningFunction | None:
             raise Unsupported("Window", f"{sql}: only ROWS frames within {MAX_OFFSET} rows of the current row keep a "
                                         "partition's last rows")
         bounds.append(v)
-    return RunningFunction("frame", None, T.NullType(), sql, behind=max(0, -bounds[0]), ahead=max(0, bounds[1]))
+    return RunningFunction("frame", None, result, sql, behind=max(0, -bounds[0]), ahead=max(0, bounds[1]))
 
 
 def _function(cat: Catalyst, alias: Any) -> RunningFunction:
@@ -221,9 +237,9 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
         return RunningFunction(kind, None, result, sql, **({"behind": k} if kind == "lag" else {"ahead": k}))
     if name != "AggregateExpression":
         raise Unsupported("Window", f"{sql}: {name} has no running state")
-    around = _frame(cat, frame, sql)
+    around = _frame(cat, frame, sql, result)
     if around is not None:  # any aggregate over the rows around the row: Spark's own, over the tail and new rows
-        return replace(around, result_type=result)
+        return around
     if fn.isDistinct() or fn.filter().isDefined():
         raise Unsupported("Window", f"{sql}: DISTINCT and FILTER have no running state")
     if cat.cls(frame) != "SpecifiedWindowFrame" or cat.cls(frame.lower()) != "UnboundedPreceding$" \
@@ -258,21 +274,15 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
                                         "state")
     functions = tuple(_function(cat, e) for e in cat.items(node.windowExpressions()))
     spec = RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), "")
-    if spec.has_tail:
-        lead = spec.looks_ahead
-        reach = next(g for g in functions  # what makes the tail
-                     if ((g.ahead or g.span_ahead) if lead else (g.behind or g.span is not None)))
-        beside = ("frame of values" if reach.span is not None else "frame of rows") if reach.kind == "frame" \
-            else reach.kind
-        for f in functions:  # beside a lead the tail's own rows are output again: their folds must be exact
-            if lead and (f.kind in ("sum", "rank", "min", "max") or f.ignore_nulls):
-                what = f"{f.kind} IGNORE NULLS" if f.ignore_nulls else f.kind
-                raise Unsupported("Window", f"{f.sql}: a running {what} beside a {beside} cannot be told from the "
-                                            "partition's last rows")
-    what = ", ".join(f.sql.split(" OVER ")[0] + (" IGNORE NULLS" if f.ignore_nulls and "IGNORE NULLS" not in
-                                                 f.sql.upper() else "") for f in functions)
+    def named(f: RunningFunction) -> str:
+        return f.sql.split(" OVER ")[0] + (" IGNORE NULLS" if f.ignore_nulls and "IGNORE NULLS" not in
+                                           f.sql.upper() else "")
+
+    what = ", ".join(named(f) for f in functions)
     kept = ([f"its last {spec.context} row(s)"] if spec.context else []) + \
         [f"its rows down to its last ORDER BY value + {span}" for span in dict.fromkeys(spec.spans)]
+    if spec.stored:
+        kept[-1] += f" (with each row's {', '.join(named(functions[j]) for j in spec.stored)} as output)"
     tail = f" and {' and '.join(kept)}" if kept else ""
     detail = (f"running state per partition ({len(partition)} key(s)){tail}: {what}; rows after a partition's last "
               "ORDER BY value extend it, earlier rows and removals recompute the partitions they touch from their "
@@ -283,15 +293,15 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
 # -- states ---------------------------------------------------------------------------------------------------------
 
 def _columns(cat: Catalyst, spec: RunningSpec, frame: DataFrame, attrs: Sequence[Any], rows: bool = False,
-             args: bool = True) -> DataFrame:
+             args: bool = True, keep: Sequence[str] = ()) -> DataFrame:
     """Of a frame of the child's rows: with ``rows`` the rows themselves (``c0..``), then their key and order
-    columns, then with ``args`` each function's argument (``a<j>``)."""
+    columns, then with ``args`` each function's argument (``a<j>``), then ``frame``'s columns named in ``keep``."""
     exprs = [(f"c{i}", a) for i, a in enumerate(attrs)] if rows else []
     exprs += [(k, e) for k, e in zip(spec.keys, spec.partition)]
     exprs += [(o, e) for o, e in zip(spec.order_columns, spec.order)]
     if args:
         exprs += [(f"a{j}", f.arg) for j, f in enumerate(spec.functions) if f.arg is not None]
-    return project(cat, frame, attrs, exprs)
+    return project(cat, frame, attrs, exprs, keep=keep)
 
 
 def _last(spec: RunningSpec, prefix: str = "o") -> Column:
@@ -323,17 +333,30 @@ def _fold(spec: RunningSpec, f: RunningFunction, a: Column) -> Column:
 
 
 def tail_rows(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
-    """The tail table of the partitions of ``rows`` (the child's rows, by position): each partition's last
-    :attr:`RunningSpec.context` rows and its rows within the frames of values' spans of its last ORDER BY value
-    (:meth:`RunningSpec.kept`), numbered from its last (``__odf_i`` = 1)."""
+    """The tail table of the partitions of ``rows`` (the child's rows, by position, then the values of
+    :attr:`RunningSpec.stored_columns` they were output with): each partition's last :attr:`RunningSpec.context`
+    rows and its rows within the frames of values' spans of its last ORDER BY value (:meth:`RunningSpec.kept`),
+    numbered from its last (``__odf_i`` = 1)."""
     attrs = cat.items(spec.child.output())
-    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, attrs, rows=True, args=False)
+    stored = spec.stored_columns
+    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, attrs, rows=True, args=False,
+                    keep=stored)
     latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last() for o in spec.order_columns])
     numbered = cols.withColumn(POSITION, F.row_number().over(latest_first).cast("int"))
     if spec.spans:  # one ORDER BY value (Spark's rule for frames of values)
         numbered = numbered.withColumn("__odf_last", F.max("o0").over(Window.partitionBy(*spec.keys)))
     return numbered.where(spec.kept(F.col(POSITION), F.col("o0"), F.col("__odf_last") if spec.spans else None)) \
-        .select(*spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))])
+        .select(*spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))], *stored)
+
+
+def with_values(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame) -> DataFrame:
+    """``rows`` (the child's rows of whole partitions, by position) followed by the values of
+    :attr:`RunningSpec.stored_columns` the window gives them, as :func:`tail_rows` takes them."""
+    if not spec.stored:
+        return rows
+    width = len(cat.items(spec.child.output()))
+    out = evaluate(cat, node, {(0,): rows.drop(COUNT) if COUNT in rows.columns else rows})
+    return out.select(*[f"c{i}" for i in range(width)], *[F.col(f"c{width + j}").alias(f"v{j}") for j in spec.stored])
 
 
 def _plus(a: Column, b: Column, t: T.DataType) -> Column:
@@ -425,30 +448,48 @@ def _continued(j: int, f: RunningFunction, v: Column, tail: bool) -> Column:
     return F.coalesce(F.col(f"st_{counted}"), F.lit(0)) + off(counted)
 
 
+def _window(cat: Catalyst, node: Any, rows: DataFrame, extra: Sequence[str]) -> DataFrame:
+    """The Window ``node`` over ``rows`` (its child's rows by position, then the columns named in ``extra``, which
+    a Window passes through like its child's own): its output by position, the ``extra`` columns after the child's
+    by their names."""
+    child = cat.items(node.children())[0]
+    width = len(cat.items(child.output()))
+    plan = cat.with_children(node, [splice(cat, rows, cat.items(child.output()), extra)])
+    out = cat.dataframe(plan)
+    functions = len(out.columns) - width - len(extra)
+    return out.toDF(*[f"c{i}" for i in range(width)], *extra, *[f"c{width + j}" for j in range(functions)])
+
+
 def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, states: DataFrame, tails: DataFrame,
                new_only: bool) -> DataFrame:
-    """The window's output over ``rows``: the ``tails`` (the last rows, by position) of ``states``' partitions,
-    with or without new rows after them. Each running function's fold over the tail is replaced by the partition's
-    state (the same shift for every row of a partition); with ``new_only`` the tails' own rows are dropped (no
-    lead: their output does not change)."""
+    """The window's output over ``rows``: the ``tails`` (the last rows, by position, with their
+    :attr:`RunningSpec.stored_columns`) of ``states``' partitions, with or without new rows after them (no
+    position). Each running function's fold over the tail is replaced by the partition's state (the same shift for
+    every row of a partition), and a tail row takes its stored values; with ``new_only`` the tails' own rows are
+    dropped (no lead: their output does not change). The new rows are those without a position."""
     width = len(cat.items(spec.child.output()))
-    window = evaluate(cat, node, {(0,): rows})
+    row_cols = [f"c{i}" for i in range(width)]
+    extra = [POSITION, *spec.stored_columns]
+    window = _window(cat, node, rows.select(*row_cols, *extra), extra)
     out_attrs = cat.items(node.output())
     keyed = project(cat, window, out_attrs, [(f"c{i}", a) for i, a in enumerate(out_attrs)]
                     + [(k, e) for k, e in zip(spec.keys, spec.partition)]
-                    + [(o, e) for o, e in zip(spec.order_columns, spec.order)])
+                    + [(o, e) for o, e in zip(spec.order_columns, spec.order)], keep=extra)
     s = states.select(*[F.col(c).alias(f"st_{c}") for c in states.columns])
-    base = initial(cat, spec, tails)
+    base = initial(cat, spec, tails.select(*row_cols))
     b = base.select(*[F.col(c).alias(f"t_{c}") for c in base.columns])
     joined = keyed.join(s, same_keys(keyed, s, spec.keys, [f"st_{k}" for k in spec.keys]), "left")
     joined = joined.join(b, same_keys(joined, b, spec.keys, [f"t_{k}" for k in spec.keys]), "left")
     if new_only:
         joined = joined.where(F.col(f"st_{ROWS}").isNull() | (_last(spec) > _last(spec, "st_l")))
     cols = [F.col(f"c{i}") for i in range(width)]
-    cols += [_continued(j, f, F.col(f"c{width + j}"), tail=True).cast(f.result_type).alias(f"c{width + j}")
-             for j, f in enumerate(spec.functions)]
+    for j, f in enumerate(spec.functions):
+        v = _continued(j, f, F.col(f"c{width + j}"), tail=True)
+        if j in spec.stored:
+            v = F.when(F.col(POSITION).isNotNull(), F.col(f"v{j}")).otherwise(v)
+        cols.append(v.cast(f.result_type).alias(f"c{width + j}"))
     assert len(cols) == len(out_attrs)
-    return joined.select(*cols)
+    return joined.select(*cols, POSITION)
 
 
 # -- a step ---------------------------------------------------------------------------------------------------------
@@ -488,12 +529,20 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         assert old_tail is not None
         tailed = by_keys(mine, late, keys, "left_anti") if seen["__odf_rows"] else mine
         kept, _ = step.keep(by_keys(old_tail, tailed.select(*keys), keys, "left_semi"))
-        tails = kept.select(*row_cols)
+        stored = spec.stored_columns
+        tails = kept.select(*row_cols, POSITION, *stored)
+        types = {f.name: f.dataType for f in kept.schema.fields}
+        new_rows = appended.select(*row_cols, *[F.lit(None).cast(types[c]).alias(c) for c in (POSITION, *stored)])
         lead = spec.looks_ahead
-        pos = [_over_tail(cat, spec, op.node, appended.select(*row_cols).unionByName(tails), tailed, tails, not lead)]
+        over = _over_tail(cat, spec, op.node, new_rows.unionByName(tails), tailed, tails, not lead)
+        pos = [over.drop(POSITION)]
         if lead:  # the tails' rows as they were output, retracted (those whose output is the same cancel out)
-            neg.append(_over_tail(cat, spec, op.node, tails, tailed, tails, False))
-        tail_parts.append(_extended_tail(cat, spec, kept, tail_rows(cat, spec, appended.select(*row_cols)), added))
+            neg.append(_over_tail(cat, spec, op.node, tails, tailed, tails, False).drop(POSITION))
+        own = appended.select(*row_cols)
+        if stored:  # the new rows with the values they are output with
+            own = over.where(F.col(POSITION).isNull()).select(
+                *row_cols, *[F.col(f"c{width + j}").alias(f"v{j}") for j in spec.stored])
+        tail_parts.append(_extended_tail(cat, spec, kept, tail_rows(cat, spec, own), added))
     else:
         pos = [_extended(cat, spec, op.node, evaluate(cat, op.node, {(0,): appended.select(*row_cols)}), mine)]
     extended = _merged(spec, mine, added)
@@ -515,7 +564,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         neg.append(evaluate(cat, op.node, {(0,): before}))
         parts.append(initial(cat, spec, after))
         if spec.has_tail:
-            tail_parts.append(tail_rows(cat, spec, after))
+            tail_parts.append(tail_rows(cat, spec, with_values(cat, spec, op.node, after)))
     new = by_keys(old, touched, keys, "left_anti")
     for p in parts:
         new = new.unionByName(p.select(*old.columns))

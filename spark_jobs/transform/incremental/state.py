@@ -138,8 +138,8 @@ class StateWriter:
                 F.lit(tid).cast("int").alias(TABLE), bucket_of(keys).alias(BUCKET),
                 *[(mine[f.name] if f.name in mine else F.lit(None)).cast(f.dataType).alias(f.name)
                   for f in fields]))
-        schema = T.StructType([T.StructField(TABLE, T.IntegerType(), True), T.StructField(BUCKET, T.IntegerType(), True),
-                               *fields])
+        schema = T.StructType([T.StructField(TABLE, T.IntegerType(), True),
+                               T.StructField(BUCKET, T.IntegerType(), True), *fields])
         whole = session.createDataFrame(session.sparkContext.emptyRDD(), schema)
         for p in parts:
             whole = whole.unionByName(p)
