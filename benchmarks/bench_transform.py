@@ -24,6 +24,8 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
   rows per key (the partitions' last rows kept as state); a rolling sum over the last hour per key (a RANGE frame:
   the partitions' rows within the hour kept as state); the latest row per key (``row_number() ... = 1``; the
   partitions' first rows kept as state).
+* ``bench_lead``: ``lead`` beside a running sum and max per key (the partitions' last rows kept with the values they
+  were output with).
 * ``bench_fixed_cost``: one tiny transaction through ``spark-submit`` (and in-process), by step.
 """
 from __future__ import annotations
@@ -689,6 +691,9 @@ MOVING_SQL = ("select event_time, id % 100000 as acct, value, avg(value) over (p
               "order by event_time rows between 6 preceding and current row) as avg7 from src")
 ROLLING_SQL = ("select event_time, id % 100000 as acct, value, sum(value) over (partition by id % 100000 "
                "order by event_time range between interval 1 hour preceding and current row) as last_hour from src")
+LEAD_SQL = ("select event_time, id % 100000 as acct, value, lead(event_time) over w as next_time, "
+            "sum(cast(value * 100 as bigint)) over w as balance, max(cast(value * 100 as bigint)) over w as high "
+            "from src window w as (partition by id % 100000 order by event_time)")
 TOP_SQL = ("select event_time, acct, value, category from (select event_time, id % 100000 as acct, value, "
            "category, row_number() over (partition by id % 100000 order by event_time desc) as rn from src) "
            "where rn = 1")
@@ -878,6 +883,22 @@ def bench_lag(ctx: Ctx) -> str:
                        "partitions from all of it (docs/transforms.md).", results, notes)
 
 
+def bench_lead(ctx: Ctx) -> str:
+    """lead() beside a running sum and max per key (.running: the last row is the tail, kept with the sum and max it
+    was output with): a step vs a batch query."""
+    results: list[Result] = []
+    notes: list[str] = []
+    _keyed_runs(ctx, 8, KeyedQuery("next event time, running balance and high per key (100k keys, computed key)",
+                                   LEAD_SQL, ("src",), "the running state: one row per key (last event time, row "
+                                   "count, sum, max) and a tail table of each key's last row with its balance and "
+                                   "high as output"), results, notes)
+    return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids; a new row changes "
+                       "the next_time of its partition's last row, which is retracted and output again with the "
+                       "balance and high it had (kept in the tail), and the new rows continue the partitions' "
+                       "running state. The key is computed, so key ranges cannot prune the history: the engine "
+                       "before recomputed the touched partitions from all of it (docs/transforms.md).", results, notes)
+
+
 def bench_moving(ctx: Ctx) -> str:
     """A moving average per key (.running: a frame of rows takes the partition's last rows as state)."""
     results: list[Result] = []
@@ -987,6 +1008,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_lag": bench_lag,
     "bench_top": bench_top,
     "bench_moving": bench_moving,
+    "bench_lead": bench_lead,
     "bench_rolling": bench_rolling,
 }
 
@@ -1004,6 +1026,8 @@ TITLES = {
     "bench_lag": "Incremental lag per key: a transaction vs one batch query over everything",
     "bench_top": "Incremental latest row per key (row_number() = 1): a transaction vs one batch query over everything",
     "bench_moving": "Incremental moving average per key: a transaction vs one batch query over everything",
+    "bench_lead": "Incremental lead beside a running sum and max per key: a transaction vs one batch query over "
+                  "everything",
     "bench_rolling": "Incremental rolling sum over an hour per key (RANGE frame): a transaction vs one batch query over "
                      "everything",
 }
