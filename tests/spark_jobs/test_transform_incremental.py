@@ -212,6 +212,10 @@ FAMILIES = {
                              "ROWS BETWEEN 1 PRECEDING AND UNBOUNDED FOLLOWING) AS near FROM a"), ()),
     "join_then_aggregate": (sql("SELECT a.k, count(*) AS n, sum(b.x) AS s, max(a.event_time) AS event_time "
                                 "FROM a JOIN b ON a.k = b.k GROUP BY a.k"), ()),
+    # event times within an interval of each other bound the history slices read (.key_ranges.Interval)
+    "interval_join": (sql("SELECT coalesce(a.event_time, b.event_time) AS event_time, a.k, a.x, b.x AS bx FROM a "
+                          "FULL OUTER JOIN b ON a.k = b.k AND b.event_time BETWEEN a.event_time - INTERVAL 10 MINUTES "
+                          "AND a.event_time + INTERVAL 5 MINUTES"), ()),
 }
 STATEFUL_OPERATORS = {"Aggregate", "Window", "WindowGroupLimit", "Join"}
 
@@ -690,6 +694,12 @@ RANGED = {
     "group_recomputed": sql("SELECT x, min(event_time) AS event_time, count(*) AS n, max(k) AS hk FROM a GROUP BY x"),
     "running_recomputed": sql("SELECT event_time, k, x, count(*) OVER (PARTITION BY x ORDER BY event_time, k ROWS "
                               "UNBOUNDED PRECEDING) AS n FROM a"),
+    "interval_join_inner": sql("SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON a.k <=> b.k "
+                               "AND b.x BETWEEN a.x - 2 AND a.x + 1"),
+    "interval_join_left": sql("SELECT a.event_time, a.k, a.x, b.x AS bx FROM a LEFT JOIN b "
+                              "ON b.x - 1 <= a.x AND a.x < b.x + 3 AND a.k = b.k"),
+    "interval_join_anti": sql("SELECT a.event_time, a.k, a.x FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE "
+                              "b.k = a.k AND b.x > a.x - 3 AND b.x <= a.x)"),
 }
 
 
@@ -784,6 +794,72 @@ def test_a_join_of_two_growing_inputs_reads_the_history_slices_its_keys_reach(sp
     assert [r.diagnostics.get("history") for r in wide.result.responses][1:] == [
         f"a {n} of {n} slice(s), b {n - 1} of {n} slice(s)" for n in (2, 3, 4)]
     assert reduce_output(wide.result.rows()) == batch_reference(spark, spread, inputs)
+
+
+def test_an_interval_join_reads_the_history_slices_its_interval_reaches(spark, tmp_path):
+    """Two inputs growing in event time, joined on a key that every slice holds (p and q) and on event times within
+    an interval of each other: a step reads, of each side's history, only the slices whose event times the new rows'
+    times reach through the interval, and says so. The preserved side of an outer join, recomputed for the keys a
+    change touches, reads its own slices within reach too (here by integers); a NULL meets nothing but is output. Slices
+    are the full path's bytes and the output is the batch result. An interval bounded on one side only, and an
+    interval between computed columns, read every slice."""
+    def rows(minute: int, n: int) -> list[Event]:  # n rows a minute apart, p and q alternating
+        return [Event(OP_APPEND, minutes(minute + i), ("pq"[i % 2], minute + i)) for i in range(n)]
+
+    # each step adds 3 rows 10 minutes after the last step's; a retracts a row of step 2 in step 4 (so its new
+    # times span 10..42) and b adds a row with a NULL key
+    a = [*rows(0, 3), *rows(10, 3), *rows(20, 3), *rows(30, 3), Event(R, minutes(10), ("p", 10)), *rows(40, 3)]
+    b = [*rows(2, 3), *rows(12, 3), *rows(22, 3), *rows(32, 2), Event(OP_APPEND, minutes(33), (None, 33)),
+         *rows(42, 3)]
+    split = [Txn({"a": 3, "b": 3}), Txn({"a": 3, "b": 3}), Txn({"a": 3, "b": 3}), Txn({"a": 3, "b": 3}),
+             Txn({"a": 4, "b": 3})]
+    near = "b.event_time BETWEEN a.event_time - INTERVAL 1 MINUTE AND a.event_time + INTERVAL 3 MINUTES"
+    inner = sql(f"SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON a.k = b.k AND {near}")
+    inputs = [InputSpec("a", DATA, a), InputSpec("b", DATA, b)]
+    inc = _run(spark, tmp_path / "inc", inner, inputs, split)
+    full = _run(spark, tmp_path / "full", inner, inputs, split, incremental=False)
+    responses = inc.result.responses
+    assert [r.diagnostics["path"] for r in responses] == ["rebuild"] + ["incremental"] * 4
+    # a's new rows (10s..10s+2) meet b's rows within 10s-1..10s+5: none of b's older slices; b's new rows meet a's
+    # rows as of now within 10s-1..10s+5: a's newest slice. In step 5, a's retraction of minute 10 widens the range
+    # of its new times to 10..42, which reaches b's slices of 12..14, 22..24 and 32..34 (one range, not two)
+    assert [r.diagnostics.get("history") for r in responses][1:] == [
+        "a 1 of 2 slice(s), b 0 of 2 slice(s)", "a 1 of 3 slice(s), b 0 of 3 slice(s)",
+        "a 1 of 4 slice(s), b 0 of 4 slice(s)", "a 1 of 5 slice(s), b 3 of 5 slice(s)"]
+    assert any("history slices read by the range of k/k, event_time/event_time (widened by the join's interval, "
+               "-1 min to 3 min) in the new slices" in (o.detail or "") for o in responses[0].raw.diagnostics.operators)
+    for x, y in zip(inc.result.slices, full.result.slices, strict=True):
+        assert x.equals(y), (x.to_pylist(), y.to_pylist())
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, inner, inputs)
+    # a full outer join recomputes the keys a change touches: the changed side's own rows are read within its new
+    # range widened by the interval's width (4) both ways, the other side's within the interval's reach. Step 5:
+    # a's own rows within 6..46 (its retraction of 10) and for b's change 32..45; b's within 9..45 for a's change
+    # and its own within 31..48 and NULL, before and after its retraction (so with its new slice)
+    outer = sql("SELECT coalesce(a.event_time, b.event_time) AS event_time, a.k, a.x, b.x AS bx FROM a "
+                "FULL OUTER JOIN b ON a.k = b.k AND b.x BETWEEN a.x - 1 AND a.x + 3")
+    # b adds a NULL x in step 4 (output, meets nothing) and retracts it in step 5, where its 35 (p) meets a's 32,
+    # which met b's 32 before: the rows of b within 31..48 as they were (not only its new 35..44) say so
+    b_null = [*b[:12], Event(OP_APPEND, minutes(34), ("q", None)), *b[12:], Event(OP_APPEND, minutes(35), ("p", 35)),
+              Event(R, minutes(34), ("q", None))]
+    both = [inputs[0], InputSpec("b", DATA, b_null)]
+    split_null = [*split[:3], Txn({"a": 3, "b": 4}), Txn({"a": 4, "b": 5})]
+    wide = _run(spark, tmp_path / "outer", outer, both, split_null)
+    whole = _run(spark, tmp_path / "outer-full", outer, both, split_null, incremental=False)
+    assert [r.diagnostics.get("history") for r in wide.result.responses][1:] == [
+        "a 1 of 2 slice(s), b 0 of 2 slice(s)", "a 1 of 3 slice(s), b 0 of 3 slice(s)",
+        "a 1 of 4 slice(s), b 0 of 4 slice(s)", "a 4 of 5 slice(s), b 4 of 5 slice(s)"]
+    for x, y in zip(wide.result.slices, whole.result.slices, strict=True):
+        assert x.equals(y), (x.to_pylist(), y.to_pylist())
+    assert reduce_output(wide.result.rows()) == batch_reference(spark, outer, both)
+    # bounded on one side only, or between computed columns: no interval, every slice with the keys is read
+    for cond in ("b.event_time >= a.event_time - INTERVAL 1 MINUTE",
+                 "abs(b.x) BETWEEN a.x - 1 AND a.x + 3"):
+        q = sql(f"SELECT a.event_time, a.k, a.x, b.x AS bx FROM a JOIN b ON a.k = b.k AND {cond}")
+        open_ = _run(spark, tmp_path / f"open{len(cond)}", q, inputs, split[:3])
+        assert [r.diagnostics.get("history") for r in open_.result.responses][1:] == [
+            f"a {n} of {n} slice(s), b {n - 1} of {n} slice(s)" for n in (2, 3)]
+        assert reduce_output(open_.result.rows()) == batch_reference(spark, q, [
+            InputSpec(i.alias, DATA, i.events[:9]) for i in inputs])
 
 
 def test_a_repeated_step_runs_warm_generated_code(spark, tmp_path):

@@ -11,15 +11,22 @@ statistics, with ODF's slices as the partitions. The slices that are read are fi
 (:func:`..inputs.bounded`), so Spark's parquet reader skips their row groups outside it. Keys that grow with time
 (ids, event times, sequence numbers) thus cost the new slices and the few history slices (or row groups of a big
 slice) they reach, not the whole history; keys spread over all of history (a category) read what they read before.
+
+A join whose condition also bounds the difference of two input columns, one per side (an *interval join*:
+``b.event_time BETWEEN a.event_time - INTERVAL 10 MINUTES AND a.event_time + INTERVAL 1 HOUR``, or integers, or
+dates), bounds the other side's read the same way: a row can only meet the changed rows if its column lies within
+their range widened by the interval (:class:`Interval`). The rows of a key spread over all of history (a customer,
+a symbol) that a new row can meet are then the recent ones, and a step reads the slices of that time span only.
 """
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import types as T
 
-from spark_jobs.parquet_files import merged_stats
+from spark_jobs.parquet_files import ColumnStats, merged_stats
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.frames import Path, spark_type
 from spark_jobs.transform.inputs import KeyBound
@@ -137,3 +144,146 @@ def bounds(step: "Step", changed: Sequence[KeySource | None], read: Sequence[Key
             continue
         found.setdefault(theirs.path, []).append(KeyBound(theirs.column, values))
     return found
+
+
+_TIMES = (T.TimestampType, T.TimestampNTZType)
+# comparison (Catalyst class) -> whether ``x op y`` bounds ``y - x`` from below (else from above)
+_COMPARISONS = {"LessThan": True, "LessThanOrEqual": True, "GreaterThan": False, "GreaterThanOrEqual": False}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A conjunct of a join's condition that bounds ``right - left`` within ``[low, high]``, two input columns (one
+    per side) of one kind (integers; timestamps, in microseconds; dates, in days). A row of one side can only
+    meet a row of the other within it; NULLs meet nothing."""
+
+    left: KeySource
+    right: KeySource
+    low: int
+    high: int
+    types: tuple[T.DataType, T.DataType]  # of the left and the right column
+
+
+def _offset(cat: Catalyst, e: Any) -> tuple[Any, int] | None:
+    """An expression as an attribute plus a constant in the attribute's unit (``t + INTERVAL 1 HOUR``, ``n - 5``,
+    ``date_add(d, 3)``), or None. Integer arithmetic only where it fails on overflow (ANSI), so it never wraps."""
+    attr = _attribute(cat, e)
+    if attr is not None:
+        return attr, 0
+    name = cat.cls(e)
+    kids = cat.items(e.children())
+    if name not in ("TimestampAddInterval", "Add", "Subtract", "DateAdd", "DateSub") or len(kids) != 2 \
+            or cat.cls(kids[1]) != "Literal" or kids[1].value() is None:
+        return None
+    base = _attribute(cat, kids[0])
+    if base is None:
+        return None
+    t, lit = spark_type(base), spark_type(kids[1])
+    value = int(kids[1].value())
+    if name == "TimestampAddInterval":
+        ok = isinstance(t, _TIMES) and isinstance(lit, T.DayTimeIntervalType)
+    elif name in ("DateAdd", "DateSub"):
+        ok = isinstance(t, T.DateType) and isinstance(lit, _INTEGRAL)
+    else:
+        ok = isinstance(t, _INTEGRAL) and isinstance(lit, _INTEGRAL) and str(e.evalMode()) == "ANSI"
+    if not ok:
+        return None
+    return base, -value if name in ("Subtract", "DateSub") else value
+
+
+def _kind(t: T.DataType) -> str | None:
+    """Which columns' values can be compared after an offset: integers with integers, times with times of the same
+    type, dates with dates."""
+    if isinstance(t, _INTEGRAL):
+        return "integer"
+    if isinstance(t, (*_TIMES, T.DateType)):
+        return t.typeName()
+    return None
+
+
+def intervals(cat: Catalyst, node: Any, condition: Any | None) -> tuple[Interval, ...]:
+    """The intervals a join's non-equality condition (its conjuncts ``x op y``) puts between input columns of its
+    two children; a pair of columns bounded on one side only gives none."""
+    if condition is None:
+        return ()
+    left, right = cat.items(node.children())
+    sides = [{a.exprId().id() for a in cat.items(child.output())} for child in (left, right)]
+    found: dict[tuple[int, int], tuple[Any, Any, int | None, int | None]] = {}
+    pending = [condition]
+    while pending:
+        e = pending.pop()
+        name = cat.cls(e)
+        if name == "And":
+            pending += cat.items(e.children())
+            continue
+        if name not in _COMPARISONS:
+            continue
+        x, y = (_offset(cat, k) for k in cat.items(e.children()))
+        if x is None or y is None or _kind(spark_type(x[0])) is None \
+                or _kind(spark_type(x[0])) != _kind(spark_type(y[0])):
+            continue
+        # x + cx op y + cy: y - x >= cx - cy (op is < or <=), or y - x <= cx - cy (> or >=)
+        below, bound = _COMPARISONS[name], x[1] - y[1]
+        xid, yid = x[0].exprId().id(), y[0].exprId().id()
+        if xid in sides[0] and yid in sides[1]:
+            pair, attrs = (xid, yid), (x[0], y[0])
+        elif xid in sides[1] and yid in sides[0]:  # right - left = x - y: the bound turns around
+            pair, attrs, below, bound = (yid, xid), (y[0], x[0]), not below, -bound
+        else:
+            continue
+        _, _, low, high = found.get(pair, (None, None, None, None))
+        if below:
+            low = bound if low is None else max(low, bound)
+        else:
+            high = bound if high is None else min(high, bound)
+        found[pair] = (*attrs, low, high)
+    out = []
+    for a, b, low, high in found.values():
+        if low is None or high is None:
+            continue
+        mine, theirs = trace(cat, left, a), trace(cat, right, b)
+        if mine is not None and theirs is not None:
+            out.append(Interval(mine, theirs, low, high, (spark_type(a), spark_type(b))))
+    return tuple(out)
+
+
+def _shift(v: Any, by: int, t: T.DataType) -> Any:
+    """A footer value moved by an interval's bound, kept within the values of the column's type (a literal beyond
+    them would fail the read). Dates beyond Python's raise OverflowError."""
+    if isinstance(v, datetime.date):
+        return v + datetime.timedelta(days=by)
+    width = _width(t)
+    top = 2 ** (8 * 2 ** width - 1) if width is not None else 2 ** 63  # timestamps: microseconds in a long
+    return min(max(v + by, -top), top - 1)
+
+
+def interval_bounds(step: "Step", found: Sequence[Interval], changed: int, read: int) -> dict[Path, list[KeyBound]]:
+    """For a read of a join child's rows by a child's change: per leaf of the read child, the range its interval
+    columns must lie in. Another child's rows can meet a changed row only within the changed rows' range (in the
+    new slices) widened by the interval. The changed child's own rows, read to recompute the keys it touches
+    (:mod:`.keyed`: a side an outer join preserves), matter only where they can meet those rows of the other child:
+    within its own range widened by the interval's width both ways, and its changed NULLs; the rows outside give
+    the same output before and after the change."""
+    out: dict[Path, list[KeyBound]] = {}
+    if not {changed, read} <= {0, 1}:
+        return out
+    for iv in found:
+        sides = (iv.left, iv.right)
+        values = new_values(step, sides[changed])
+        if values is None:
+            continue
+        width = iv.high - iv.low
+        # right in [left + low, left + high]; left in [right - high, right - low]
+        low, high = ((-width, width) if changed == read else (iv.low, iv.high) if changed == 0
+                     else (-iv.high, -iv.low))
+        nulls = values.nulls and changed == read
+        if values.low is None:  # only NULLs changed: they meet no row
+            reach = ColumnStats(None, None, nulls)
+        else:
+            t = iv.types[read]
+            try:
+                reach = ColumnStats(_shift(values.low, low, t), _shift(values.high, high, t), nulls)
+            except OverflowError:  # beyond the dates Python knows: no bound
+                continue
+        out.setdefault(sides[read].path, []).append(KeyBound(sides[read].column, reach))
+    return out

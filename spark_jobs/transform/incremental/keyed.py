@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.frames import COUNT, evaluate, expand, project
-from spark_jobs.transform.incremental.key_ranges import KeySource, bounds, sources
+from spark_jobs.transform.incremental.key_ranges import Interval, KeySource, bounds, interval_bounds, intervals, \
+    sources
 from spark_jobs.transform.incremental.plan import Unsupported
 
 if TYPE_CHECKING:  # the step and its operators live in the package, which imports this module
@@ -48,13 +50,15 @@ _JOIN_LINEARITY = {
 class KeyedSpec:
     """``keys[i]``: the key expressions over child ``i``'s output (one list per child, of equal length);
     ``linear[i]``: whether the operator is linear in child ``i``; ``sources[i]``: which of child ``i``'s keys are
-    input columns (:mod:`.key_ranges`: their ranges in the new slices bound the history slices to read)."""
+    input columns (:mod:`.key_ranges`: their ranges in the new slices bound the history slices to read);
+    ``intervals``: a join's conditions that bound one side's column within an interval of the other's."""
 
     operator: str
     keys: tuple[tuple[Any, ...], ...]
     linear: tuple[bool, ...]
     detail: str
     sources: tuple[tuple[KeySource | None, ...], ...] = ()
+    intervals: tuple[Interval, ...] = ()
 
 
 def _unalias(cat: Catalyst, e: Any) -> Any:
@@ -108,18 +112,37 @@ def analyze_join(cat: Catalyst, node: Any) -> KeyedSpec:
                             "they touch",
              (False, False): "changes on either side recompute the keys they touch"}[linear]
     src = sources(cat, node, keys)
-    return KeyedSpec("Join", keys, linear, f"{kind} join on {len(keys[0])} key(s): {sides}" + _ranged(src), src)
+    cond = node.condition()
+    within = intervals(cat, node, cond.get() if cond.isDefined() else None)
+    return KeyedSpec("Join", keys, linear, f"{kind} join on {len(keys[0])} key(s): {sides}" + _ranged(src, within),
+                     src, within)
 
 
-def _ranged(found: tuple[tuple[KeySource | None, ...], ...]) -> str:
+def _ranged(found: tuple[tuple[KeySource | None, ...], ...], within: Sequence[Interval] = ()) -> str:
     """The explain text's note on the keys whose ranges bound the history read (:mod:`.key_ranges`)."""
     if len(found) == 2:  # a join: a key bounds the other side when it is an input column on both sides
         named = [f"{a.column}/{b.column}" for a, b in zip(*found) if a is not None and b is not None]
     else:
         named = [s.column for s in found[0] if s is not None]
+    named += [f"{iv.left.column}/{iv.right.column} (widened by the join's interval, {_span(iv.low, iv.types[0])} to "
+              f"{_span(iv.high, iv.types[0])})" for iv in within]
     if not named:
         return ""
     return f"; history slices read by the range of {', '.join(named)} in the new slices"
+
+
+_UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("min", 60_000_000), ("s", 1_000_000), ("ms", 1000))
+
+
+def _span(v: int, t: T.DataType) -> str:
+    """An interval's bound in words: ``-10 min``, ``1 h``, ``3 day(s)``, ``5``."""
+    if v == 0:
+        return "0"
+    if isinstance(t, T.DateType):
+        return f"{v} day(s)"
+    if isinstance(t, (T.TimestampType, T.TimestampNTZType)):
+        return next((f"{v // n} {unit}" for unit, n in _UNITS if v % n == 0), f"{v} µs")
+    return str(v)
 
 
 def _with_keys(cat: Catalyst, df: DataFrame, attrs: Sequence[Any], keys: Sequence[Any]) -> DataFrame:
@@ -197,9 +220,10 @@ def step(step: "Step", op: "Op", changes: dict) -> "Delta":
 
 def _bounds(step: "Step", spec: KeyedSpec, changed: int, read: int) -> dict:
     """Per leaf of child ``read``, the key ranges of child ``changed``'s new rows its rows are needed within."""
-    if not spec.sources:
-        return {}
-    return bounds(step, spec.sources[changed], spec.sources[read])
+    found = bounds(step, spec.sources[changed], spec.sources[read]) if spec.sources else {}
+    for path, more in interval_bounds(step, spec.intervals, changed, read).items():
+        found.setdefault(path, []).extend(more)
+    return found
 
 
 def union_frames(frames: list[DataFrame]) -> DataFrame:
