@@ -26,6 +26,8 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
   partitions' first rows kept as state).
 * ``bench_lead``: ``lead`` beside a running sum and max per key (the partitions' last rows kept with the values they
   were output with).
+* ``bench_interval_join``: a join of two growing inputs on a key spread over all of history, within a second of event
+  time (the interval bounds the history slices read).
 * ``bench_fixed_cost``: one tiny transaction through ``spark-submit`` (and in-process), by step.
 """
 from __future__ import annotations
@@ -699,6 +701,10 @@ TOP_SQL = ("select event_time, acct, value, category from (select event_time, id
            "where rn = 1")
 GROWING_JOIN_SQL = ("select s.event_time, s.id, s.value, o.value as other_value, o.category as other_category "
                     "from src s join other o on s.id = o.id")
+# the other side's events of the same account (a key spread over all of history) within a second
+INTERVAL_JOIN_SQL = ("select s.event_time, s.id % 100000 as acct, s.value, o.event_time as other_time, "
+                     "o.value as other_value from src s join other o on s.id % 100000 = o.id % 100000 "
+                     "and o.event_time between s.event_time - interval 1 second and s.event_time + interval 1 second")
 
 
 def _reduced_rows(ws: Workspace, name: str) -> list[tuple]:
@@ -869,6 +875,24 @@ def bench_join(ctx: Ctx) -> str:
                        "the join key meets the new ids (docs/transforms.md).", results, notes)
 
 
+def bench_interval_join(ctx: Ctx) -> str:
+    """An interval join of two growing inputs on a spread key (.keyed, .key_ranges.Interval): a step vs a batch
+    query."""
+    results: list[Result] = []
+    notes: list[str] = []
+    _keyed_runs(ctx, 9, KeyedQuery("interval join of two growing inputs (same account within 1 s, 100k accounts, "
+                                   "computed key)", INTERVAL_JOIN_SQL, ("src", "other"),
+                                   "no operator state: each side's new rows are joined with the other side's history "
+                                   "slices whose event times (footer statistics) lie within a second of theirs"),
+                results, notes)
+    return _keyed_text(ctx, "Both inputs hold the same consecutive ids (one row per 10 ms of event time) in the same "
+                       "number of slices; each incremental transaction follows a new slice of the next ids on both. "
+                       "The join key (id % 100000) is computed and spread over all of history, so its range cannot "
+                       "prune the history; the interval on event time does: a step joins each side's new rows with "
+                       "the other side's rows read from the history slices within a second of the new rows' event "
+                       "times (docs/transforms.md).", results, notes)
+
+
 def bench_lag(ctx: Ctx) -> str:
     """lag() per key (.running: the partition's last rows are its state): a step vs a batch query."""
     results: list[Result] = []
@@ -1005,6 +1029,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_fixed_cost": bench_fixed_cost,
     "bench_keyed": bench_keyed,
     "bench_join": bench_join,
+    "bench_interval_join": bench_interval_join,
     "bench_lag": bench_lag,
     "bench_top": bench_top,
     "bench_moving": bench_moving,
@@ -1023,6 +1048,8 @@ TITLES = {
     "bench_fixed_cost": "Fixed cost of one transaction",
     "bench_keyed": "Incremental window and join queries: a transaction vs one batch query over everything",
     "bench_join": "Incremental join of two growing inputs: a transaction vs one batch query over everything",
+    "bench_interval_join": "Incremental interval join of two growing inputs on a spread key: a transaction vs one "
+                           "batch query over everything",
     "bench_lag": "Incremental lag per key: a transaction vs one batch query over everything",
     "bench_top": "Incremental latest row per key (row_number() = 1): a transaction vs one batch query over everything",
     "bench_moving": "Incremental moving average per key: a transaction vs one batch query over everything",

@@ -851,6 +851,13 @@ def test_an_interval_join_reads_the_history_slices_its_interval_reaches(spark, t
     for x, y in zip(wide.result.slices, whole.result.slices, strict=True):
         assert x.equals(y), (x.to_pylist(), y.to_pylist())
     assert reduce_output(wide.result.rows()) == batch_reference(spark, outer, both)
+    # an interval that holds no difference: nothing meets, and every row, retractions too, is output unmatched
+    never = sql("SELECT coalesce(a.event_time, b.event_time) AS event_time, a.k, a.x, b.x AS bx FROM a "
+                "FULL OUTER JOIN b ON a.k = b.k AND b.x BETWEEN a.x + 3 AND a.x - 3")
+    apart = _run(spark, tmp_path / "never", never, both, split_null)
+    alone = _run(spark, tmp_path / "never-full", never, both, split_null, incremental=False)
+    for x, y in zip(apart.result.slices, alone.result.slices, strict=True):
+        assert x.equals(y), (x.to_pylist(), y.to_pylist())
     # bounded on one side only, or between computed columns: no interval, every slice with the keys is read
     for cond in ("b.event_time >= a.event_time - INTERVAL 1 MINUTE",
                  "abs(b.x) BETWEEN a.x - 1 AND a.x + 3"):
@@ -860,6 +867,74 @@ def test_an_interval_join_reads_the_history_slices_its_interval_reaches(spark, t
             f"a {n} of {n} slice(s), b {n - 1} of {n} slice(s)" for n in (2, 3)]
         assert reduce_output(open_.result.rows()) == batch_reference(spark, q, [
             InputSpec(i.alias, DATA, i.events[:9]) for i in inputs])
+
+
+@pytest.mark.parametrize("condition, found", [
+    ("b.t BETWEEN a.t - INTERVAL 10 MINUTES AND a.t + INTERVAL 1 HOUR", [("t", "t", -600 * 10**6, 3600 * 10**6)]),
+    ("a.t - INTERVAL 1 HOUR <= b.t AND b.t < a.t", [("t", "t", -3600 * 10**6, 0)]),
+    ("a.t >= b.t AND a.t <= b.t + INTERVAL 5 SECONDS", [("t", "t", -5 * 10**6, 0)]),  # the left side on the left
+    ("b.z BETWEEN a.z AND a.z + INTERVAL 2 DAYS", [("z", "z", 0, 2 * 86_400 * 10**6)]),  # without a time zone
+    ("a.i BETWEEN b.n - 2 AND b.n + 3", [("i", "n", -3, 2)]),  # an INT widened to BIGINT
+    ("b.d BETWEEN date_sub(a.d, 1) AND date_add(a.d, 3)", [("d", "d", -1, 3)]),
+    ("b.n >= a.n AND b.n >= a.n + 1 AND b.n <= a.n + 9 AND b.n < a.n + 5", [("n", "n", 1, 5)]),  # the tightest
+    ("b.t BETWEEN a.t AND a.t + INTERVAL 1 HOUR AND b.n BETWEEN a.n AND a.n + 1",
+     [("n", "n", 0, 1), ("t", "t", 0, 3600 * 10**6)]),
+    ("b.t >= a.t", []),  # one side only
+    ("b.n >= a.i AND b.t <= a.t", []),  # one side of each pair
+    ("b.t BETWEEN a.t AND a.t + INTERVAL 1 MONTH", []),  # months have no fixed length
+    ("b.n BETWEEN abs(a.n) AND a.n + 1", []),  # a computed column
+    ("b.n BETWEEN b.i AND b.i + 1", []),  # one input's columns
+    ("b.t BETWEEN a.t AND a.t + INTERVAL 1 HOUR OR a.n = 0", []),  # not a conjunct
+])
+def test_a_joins_intervals_are_read_from_its_condition(spark, condition, found):
+    """The intervals between one column per side that a join's condition bounds on both sides, as the right column
+    minus the left in the columns' unit; a footer value moved by one stays within its column's type."""
+    import datetime
+
+    from pyspark.sql import types as T
+
+    from spark_jobs.transform.catalyst import INPUT_MARKER, Catalyst
+    from spark_jobs.transform.incremental.key_ranges import _shift, intervals
+
+    schema = T.StructType([T.StructField("op", T.IntegerType(), True, {INPUT_MARKER: 0}),
+                           *[T.StructField(n, t) for n, t in (("t", T.TimestampType()), ("z", T.TimestampNTZType()),
+                                                              ("n", T.LongType()), ("i", T.IntegerType()),
+                                                              ("d", T.DateType()))]])
+    for alias in ("a", "b"):
+        spark.createDataFrame(spark.sparkContext.emptyRDD(), schema).createOrReplaceTempView(alias)
+    cat = Catalyst(spark)
+    join = next(n for n in cat.walk(spark.sql(f"SELECT * FROM a JOIN b ON {condition}")._jdf.queryExecution()
+                                    .optimizedPlan()) if cat.cls(n) == "Join")
+    got = intervals(cat, join, join.condition().get() if join.condition().isDefined() else None)
+    assert sorted((iv.left.column, iv.right.column, iv.low, iv.high) for iv in got) == found
+    assert _shift(2**31 - 3, 10, T.IntegerType()) == 2**31 - 1 and _shift(-2**63 + 1, -5, T.TimestampType()) == -2**63
+    with pytest.raises(OverflowError):
+        _shift(datetime.date(9999, 12, 30), 3, T.DateType())
+
+
+def test_integer_arithmetic_that_can_wrap_bounds_no_interval(spark):
+    """Without ANSI mode, ``a.n + 1`` wraps around at the largest BIGINT: it bounds nothing."""
+    from pyspark.sql import types as T
+
+    from spark_jobs.transform.catalyst import INPUT_MARKER, Catalyst
+    from spark_jobs.transform.incremental.key_ranges import intervals
+
+    schema = T.StructType([T.StructField("op", T.IntegerType(), True, {INPUT_MARKER: 0}),
+                           T.StructField("n", T.LongType())])
+    for alias in ("a", "b"):
+        spark.createDataFrame(spark.sparkContext.emptyRDD(), schema).createOrReplaceTempView(alias)
+    cat = Catalyst(spark)
+    query = "SELECT * FROM a JOIN b ON b.n BETWEEN a.n - 1 AND a.n + 1"
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        plan = spark.sql(query)._jdf.queryExecution().optimizedPlan()
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", ansi)
+    join = next(n for n in cat.walk(plan) if cat.cls(n) == "Join")
+    assert intervals(cat, join, join.condition().get()) == ()
+    checked = next(n for n in cat.walk(spark.sql(query)._jdf.queryExecution().optimizedPlan()) if cat.cls(n) == "Join")
+    assert len(intervals(cat, checked, checked.condition().get())) == 1
 
 
 def test_a_repeated_step_runs_warm_generated_code(spark, tmp_path):

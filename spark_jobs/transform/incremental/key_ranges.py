@@ -272,7 +272,7 @@ def interval_bounds(step: "Step", found: Sequence[Interval], changed: int, read:
         values = new_values(step, sides[changed])
         if values is None:
             continue
-        width = iv.high - iv.low
+        width = max(iv.high - iv.low, 0)  # a contradictory interval meets nothing, but the changed rows are read
         # right in [left + low, left + high]; left in [right - high, right - low]
         low, high = ((-width, width) if changed == read else (iv.low, iv.high) if changed == 0
                      else (-iv.high, -iv.low))
