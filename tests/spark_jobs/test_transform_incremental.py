@@ -166,6 +166,20 @@ FAMILIES = {
                                "w AS r, max(x) OVER w AS hi, min(x) OVER w AS lo, last(x) IGNORE NULLS OVER w AS "
                                "filled, first(x) IGNORE NULLS OVER w AS fi, lag(x) IGNORE NULLS OVER w AS known "
                                "FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
+    # IGNORE NULLS over a tail: it holds the rows from the partition's k-th last non-NULL value on (a lag reads
+    # them; a lead's and a backward fill's rows change while fewer values follow them)
+    "running_skips": (sql("SELECT event_time, k, x, lag(x, 2) IGNORE NULLS OVER w AS back2, lag(x, 1, -1) IGNORE "
+                          "NULLS OVER w AS known, lag(k, 3, k) IGNORE NULLS OVER w AS k3, sum(x) OVER w AS total, "
+                          "row_number() OVER w AS rn, last(x) IGNORE NULLS OVER w AS filled FROM a "
+                          "WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
+    "running_skips_ahead": (sql("SELECT event_time, k, x, lead(x) IGNORE NULLS OVER w AS next, lead(x, 2, -5) "
+                                "IGNORE NULLS OVER w AS next2, first(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY "
+                                "event_time, x ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS backfill, "
+                                "first(x, true) OVER (PARTITION BY k ORDER BY event_time, x ROWS BETWEEN 2 FOLLOWING "
+                                "AND UNBOUNDED FOLLOWING) AS later, first(x) OVER (PARTITION BY k ORDER BY "
+                                "event_time, x ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS after1, "
+                                "lag(x, 2) IGNORE NULLS OVER w AS back2, sum(x) OVER w AS total, rank() OVER w AS r "
+                                "FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, x)"), ()),
     "running_range_ahead": (sql("SELECT event_time, k, x, count(*) OVER (PARTITION BY k ORDER BY event_time RANGE "
                                 "BETWEEN CURRENT ROW AND INTERVAL 10 MINUTES FOLLOWING) AS ahead, sum(x) OVER "
                                 "(PARTITION BY k ORDER BY event_time) AS total, max(x) OVER (PARTITION BY k ORDER BY "
@@ -594,6 +608,51 @@ def test_beside_a_lead_the_tail_keeps_the_running_values_it_output(spark, tmp_pa
     window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
     assert "its last 2 row(s) (with each row's sum(a.x), RANK(), max(a.x), last(a.x) IGNORE NULLS as output)" in \
         window[0].detail, window
+
+
+def test_ignore_nulls_keeps_the_rows_back_to_the_kth_last_value(spark, tmp_path):
+    """lag(x, 2) IGNORE NULLS reads back to its partition's 2nd last non-NULL value, however many NULLs lie between:
+    the tail holds the rows from there on. A lead IGNORE NULLS and a backward fill (first IGNORE NULLS to UNBOUNDED
+    FOLLOWING) change the rows no non-NULL value follows yet: the tail holds them, and they are retracted and output
+    again when one comes. A partition of NULLs only keeps all its rows. Appends read no history; a late row
+    recomputes its partition. Slices are the full path's bytes."""
+    transform = sql("SELECT event_time, k, x, lag(x, 2) IGNORE NULLS OVER w AS back2, lead(x) IGNORE NULLS OVER w AS "
+                    "next, first(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN CURRENT ROW "
+                    "AND UNBOUNDED FOLLOWING) AS backfill FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    history = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(2), ("p", None)),
+               Event(OP_APPEND, minutes(3), ("p", 5)), Event(OP_APPEND, minutes(4), ("p", None)),
+               Event(OP_APPEND, minutes(1), ("q", None)), Event(OP_APPEND, minutes(2), ("q", None)),
+               Event(OP_APPEND, minutes(5), ("p", None)), Event(OP_APPEND, minutes(6), ("p", 8)),
+               Event(OP_APPEND, minutes(3), ("q", 2)), Event(OP_APPEND, minutes(7), ("p", None)),
+               Event(OP_APPEND, minutes(0), ("p", 3))]  # late: p is recomputed from its history
+    split = [Txn({"a": 6}), Txn({"a": 2}), Txn({"a": 2}), Txn({"a": 1})]
+    inc = _run_both(spark, tmp_path / "both", transform, history, split)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 3, diags
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, False], diags
+    # a state row per partition; p's tail from its 2nd last non-NULL value on (@1-@4, @3-@6, @3-@7), q's all rows
+    assert [d["stateRows"] for d in diags] == [8, 8, 10, 10], diags
+    changed = [sorted((r["op"], r["k"], r["event_time"].minute, r["x"], r["back2"], r["next"], r["backfill"])
+                      for r in t.to_pylist()) for t in inc.result.slices]
+    assert changed[1] == sorted([(R, "p", 3, 5, None, None, 5), (OP_APPEND, "p", 3, 5, None, 8, 5),
+                                 (R, "p", 4, None, 1, None, None), (OP_APPEND, "p", 4, None, 1, 8, 8),
+                                 (OP_APPEND, "p", 5, None, 1, 8, 8), (OP_APPEND, "p", 6, 8, 1, None, 8)]), changed[1]
+    assert changed[2] == sorted([(OP_APPEND, "p", 7, None, 5, None, None),
+                                 (R, "q", 1, None, None, None, None), (OP_APPEND, "q", 1, None, None, 2, 2),
+                                 (R, "q", 2, None, None, None, None), (OP_APPEND, "q", 2, None, None, 2, 2),
+                                 (OP_APPEND, "q", 3, 2, None, None, 2)]), changed[2]
+    window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
+    assert "running state per partition (1 key(s)) and its rows with fewer than 2 non-NULL a.x after them and its " \
+           "rows with fewer than 1 non-NULL a.x after them (with each row's lag(a.x, 2, NULL) IGNORE NULLS as output): " \
+           "lag(a.x, 2, NULL) IGNORE NULLS, lead(a.x, 1, NULL) IGNORE NULLS, first(a.x) IGNORE NULLS" \
+           in window[0].detail, window[0].detail
+    # the backward fill alone: only the rows no non-NULL value follows stay, and the last non-NULL value's row
+    backfill = sql("SELECT event_time, k, x, first(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time ROWS "
+                   "BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS backfill FROM a")
+    inc = _run_both(spark, tmp_path / "backfill", backfill, history, split)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, False], diags
+    assert [d["stateRows"] for d in diags] == [6, 5, 5, 5], diags  # p: @3-4, @6, @6-7, @6-7; q: all, all, @3
 
 
 def test_the_first_rows_of_each_partition_are_its_state(spark, tmp_path):
@@ -1241,9 +1300,12 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     assert keyed.path == "incremental" and keyed.operators[1].operator == "Window", keyed.operators
     assert "partitions the new rows touch are recomputed" in keyed.operators[1].detail
     assert "only ROWS frames within 100 rows of the current row keep" in keyed.operators[1].detail, keyed.operators
-    for query, why in (("lag(x, 2) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)",
-                        "only lag(x) IGNORE NULLS, one row back without a default"),
-                       ("lead(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)", "a lead IGNORE NULLS"),
+    for query, why in (("lag(x, 101) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)",
+                        "only lags of 1 to 100 rows"),
+                       ("first(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 PRECEDING AND "
+                        "UNBOUNDED FOLLOWING)", "first() to UNBOUNDED FOLLOWING keeps a tail only from the current"),
+                       ("last(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN CURRENT ROW AND "
+                        "UNBOUNDED FOLLOWING)", "only ROWS frames within 100 rows of the current row keep"),
                        ("lag(x, 101) OVER (PARTITION BY k ORDER BY event_time)", "only lags of 1 to 100 rows"),
                        ("lead(x) OVER (PARTITION BY k ORDER BY event_time DESC)", "only ascending orders"),
                        ("sum(x) OVER (PARTITION BY k ORDER BY x RANGE BETWEEN 1 PRECEDING AND UNBOUNDED "

@@ -46,6 +46,7 @@ as for a frame of rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import reduce
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import Column, DataFrame
@@ -88,6 +89,15 @@ class RunningFunction:
     # oldest row the tail keeps (``(INTERVAL '-7' DAY)``; ``(-3) - (2)``)
     span_ahead: bool = False  # that frame reaches rows after the row (FOLLOWING): new rows change older rows' output
     ignore_nulls: bool = False  # first/last IGNORE NULLS
+    skips: Any | None = None  # an IGNORE NULLS function the tail holds rows for: the argument whose non-NULL values
+    # it counts (lag/lead(x, k) IGNORE NULLS, first(x) IGNORE NULLS to UNBOUNDED FOLLOWING)
+    known: int = 0  # the tail holds each row followed by fewer than this many non-NULL ``skips`` values ...
+    after: int = 1  # ... counted from this many rows after it on (at least 1)
+
+    @property
+    def forward(self) -> bool:
+        """Whether the value at a row reads rows after it: new rows change older rows' output."""
+        return self.ahead > 0 or self.span_ahead or (self.known > 0 and self.kind != "lag")
 
 
 @dataclass(frozen=True)
@@ -116,14 +126,19 @@ class RunningSpec(WindowColumns):
         return [f.span for f in self.functions if f.span is not None]
 
     @property
+    def counted(self) -> dict[int, RunningFunction]:
+        """The functions (by position) whose tail reaches back to a number of non-NULL values of their argument."""
+        return {j: f for j, f in enumerate(self.functions) if f.known}
+
+    @property
     def has_tail(self) -> bool:
         """Whether the state keeps some of each partition's last rows (a table of its own)."""
-        return bool(self.context or self.spans)
+        return bool(self.context or self.spans or self.counted)
 
     @property
     def looks_ahead(self) -> bool:
         """A lead: new rows change the output of the partition's last rows."""
-        return any(f.ahead > 0 or f.span_ahead for f in self.functions)
+        return any(f.forward for f in self.functions)
 
     @property
     def stored(self) -> list[int]:
@@ -133,19 +148,27 @@ class RunningSpec(WindowColumns):
         never changes once later rows come."""
         if not self.looks_ahead:
             return []
-        return [j for j, f in enumerate(self.functions) if f.kind in ("sum", "rank", "min", "max") or f.ignore_nulls]
+        return [j for j, f in enumerate(self.functions)
+                if not f.forward and (f.kind in ("sum", "rank", "min", "max") or f.ignore_nulls)]
 
     @property
     def stored_columns(self) -> list[str]:
         return [f"v{j}" for j in self.stored]
 
-    def kept(self, position: Column, order: Column | None, last: Column | None) -> Column:
-        """Whether a row (its place from the partition's last row, 1 for the last, and its ORDER BY value) stays
-        in the tail of a partition whose last ORDER BY value is ``last``."""
+    def kept(self, position: Column, order: Column | None, last: Column | None,
+             known: dict[int, Column] | None = None) -> Column:
+        """Whether a row (its place from the partition's last row, 1 for the last, its ORDER BY value and the
+        numbers of non-NULL values after it of :attr:`counted`, :func:`known_after`) stays in the tail of a
+        partition whose last ORDER BY value is ``last``. Each criterion keeps a run of the partition's last rows."""
         keep = position <= F.lit(self.context)
         for span in self.spans:  # NULL last value (only NULLs so far): no row is within a span of it
             keep = keep | F.coalesce(order >= last + F.expr(span), F.lit(False))
-        return keep
+        return keep | self.few(known) if known else keep
+
+    def few(self, known: dict[int, Column]) -> Column:
+        """Whether fewer non-NULL values than a function of :attr:`counted` needs follow a row (:func:`known_after`):
+        a lag's or a backward fill's row still to be read, a lead's row whose value new rows still change."""
+        return reduce(lambda a, b: a | b, [n < F.lit(self.functions[j].known) for j, n in known.items()])
 
 
 def _sign(v: Any) -> int | None:
@@ -211,6 +234,32 @@ def _frame(cat: Catalyst, frame: Any, sql: str, result: T.DataType) -> RunningFu
     return RunningFunction("frame", None, result, sql, behind=max(0, -bounds[0]), ahead=max(0, bounds[1]))
 
 
+def _fill_backward(cat: Catalyst, fn: Any, frame: Any, sql: str, result: T.DataType) -> RunningFunction | None:
+    """``first(x)`` over the rows from the current one (or ``m FOLLOWING``) to ``UNBOUNDED FOLLOWING``: the value of
+    the row ``m`` rows on, and with IGNORE NULLS the first non-NULL value from there (the backward fill). New rows
+    change only the rows with no (non-NULL) value from there, the last ones: the tail holds them. None for other
+    functions and frames."""
+    agg = fn.aggregateFunction()
+    if cat.cls(agg) != "First" or fn.isDistinct() or fn.filter().isDefined() \
+            or cat.cls(frame) != "SpecifiedWindowFrame" or cat.cls(frame.frameType()) != "RowFrame$" \
+            or cat.cls(frame.upper()) != "UnboundedFollowing$":
+        return None
+    lower = frame.lower()
+    if cat.cls(lower) == "CurrentRow$":
+        m = 0
+    else:
+        m = lower.eval(None) if cat.cls(lower) not in ("UnboundedPreceding$", "UnboundedFollowing$") \
+            and lower.foldable() else None
+        if not isinstance(m, int) or not 0 <= m <= MAX_OFFSET:
+            raise Unsupported("Window", f"{sql}: first() to UNBOUNDED FOLLOWING keeps a tail only from the current "
+                                        f"row or up to {MAX_OFFSET} rows FOLLOWING")
+    if agg.ignoreNulls():  # counted from the next row on, the tail also keeps the last non-NULL value's row: a new
+        # rows' tail left out of it has a non-NULL value after it, in the tail, as :func:`_extended_tail` needs
+        return RunningFunction("frame", None, result, sql, ignore_nulls=True, skips=agg.child(), known=1,
+                               after=max(m, 1))
+    return RunningFunction("frame", None, result, sql, ahead=m)
+
+
 def _function(cat: Catalyst, alias: Any) -> RunningFunction:
     we = alias.child() if cat.cls(alias) == "Alias" else alias
     sql = str(we.sql())
@@ -226,17 +275,22 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
         kind = _OFFSETS[name]
         offset = fn.inputOffset() if kind == "lag" else fn.offset()  # a Lag's offset() is its negation
         k = offset.eval(None) if offset.foldable() else None
-        if fn.ignoreNulls():  # the previous non-NULL value: the partition's last one is its state (as for last())
-            default = fn.default()
-            if kind != "lag" or k != 1 or not (default.foldable() and default.eval(None) is None):
-                raise Unsupported("Window", f"{sql}: a {kind} IGNORE NULLS can reach past any number of rows (only "
-                                            "lag(x) IGNORE NULLS, one row back without a default, keeps a state)")
-            return RunningFunction(kind, fn.input(), result, sql, ignore_nulls=True)
         if not isinstance(k, int) or not 1 <= k <= MAX_OFFSET:
             raise Unsupported("Window", f"{sql}: only {kind}s of 1 to {MAX_OFFSET} rows keep a partition's last rows")
+        if fn.ignoreNulls():
+            default = fn.default()
+            if kind == "lag" and k == 1 and default.foldable() and default.eval(None) is None:
+                # the previous non-NULL value: the partition's last one is its state (as for last())
+                return RunningFunction(kind, fn.input(), result, sql, ignore_nulls=True)
+            # the k-th non-NULL value before / after the row: the tail holds the rows from the partition's k-th
+            # last non-NULL value on (a lead's rows still missing some change when new rows bring them)
+            return RunningFunction(kind, None, result, sql, ignore_nulls=True, skips=fn.input(), known=k)
         return RunningFunction(kind, None, result, sql, **({"behind": k} if kind == "lag" else {"ahead": k}))
     if name != "AggregateExpression":
         raise Unsupported("Window", f"{sql}: {name} has no running state")
+    backward = _fill_backward(cat, fn, frame, sql, result)
+    if backward is not None:
+        return backward
     around = _frame(cat, frame, sql, result)
     if around is not None:  # any aggregate over the rows around the row: Spark's own, over the tail and new rows
         return around
@@ -260,6 +314,12 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
     return RunningFunction(kind, args[0], result, sql)
 
 
+def _counted_words(f: RunningFunction) -> str:
+    """What the tail holds for a function counting non-NULL values, in words for ``odf explain``."""
+    where = "after" if f.after == 1 else f"from {f.after} rows after"
+    return f"its rows with fewer than {f.known} non-NULL {f.skips.sql()} {where} them"
+
+
 def analyze(cat: Catalyst, node: Any) -> RunningSpec:
     """The running state of a Window node, or :class:`Unsupported` (then the node is recomputed by key)."""
     partition = tuple(cat.items(node.partitionSpec()))
@@ -280,7 +340,8 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
 
     what = ", ".join(named(f) for f in functions)
     kept = ([f"its last {spec.context} row(s)"] if spec.context else []) + \
-        [f"its rows down to its last ORDER BY value + {span}" for span in dict.fromkeys(spec.spans)]
+        [f"its rows down to its last ORDER BY value + {span}" for span in dict.fromkeys(spec.spans)] + \
+        list(dict.fromkeys(_counted_words(f) for f in spec.counted.values()))
     if spec.stored:
         kept[-1] += f" (with each row's {', '.join(named(functions[j]) for j in spec.stored)} as output)"
     tail = f" and {' and '.join(kept)}" if kept else ""
@@ -293,15 +354,30 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
 # -- states ---------------------------------------------------------------------------------------------------------
 
 def _columns(cat: Catalyst, spec: RunningSpec, frame: DataFrame, attrs: Sequence[Any], rows: bool = False,
-             args: bool = True, keep: Sequence[str] = ()) -> DataFrame:
+             args: bool = True, keep: Sequence[str] = (), skips: bool = False) -> DataFrame:
     """Of a frame of the child's rows: with ``rows`` the rows themselves (``c0..``), then their key and order
-    columns, then with ``args`` each function's argument (``a<j>``), then ``frame``'s columns named in ``keep``."""
+    columns, then with ``args`` each function's argument (``a<j>``), with ``skips`` the arguments whose non-NULL
+    values a tail counts (``__odf_x<j>``), then ``frame``'s columns named in ``keep``."""
     exprs = [(f"c{i}", a) for i, a in enumerate(attrs)] if rows else []
     exprs += [(k, e) for k, e in zip(spec.keys, spec.partition)]
     exprs += [(o, e) for o, e in zip(spec.order_columns, spec.order)]
     if args:
         exprs += [(f"a{j}", f.arg) for j, f in enumerate(spec.functions) if f.arg is not None]
+    if skips:
+        exprs += [(f"__odf_x{j}", f.skips) for j, f in spec.counted.items()]
     return project(cat, frame, attrs, exprs, keep=keep)
+
+
+def known_after(spec: RunningSpec, frame: DataFrame, latest_first: Any) -> tuple[DataFrame, dict[int, Column]]:
+    """``frame`` (rows with the ``__odf_x<j>`` arguments of :attr:`RunningSpec.counted`) with, per such function,
+    how many non-NULL values of its argument lie from its ``after``-th row after each row on, in the order
+    ``latest_first`` (a partition's rows from its last; the row's own place comes from the same ordering)."""
+    cols = {}
+    for j, f in spec.counted.items():
+        frame = frame.withColumn(f"__odf_n{j}", F.count(F.col(f"__odf_x{j}")).over(
+            latest_first.rowsBetween(Window.unboundedPreceding, -f.after)))
+        cols[j] = F.col(f"__odf_n{j}")
+    return frame, cols
 
 
 def _last(spec: RunningSpec, prefix: str = "o") -> Column:
@@ -340,12 +416,14 @@ def tail_rows(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
     attrs = cat.items(spec.child.output())
     stored = spec.stored_columns
     cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, attrs, rows=True, args=False,
-                    keep=stored)
+                    keep=stored, skips=True)
     latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last() for o in spec.order_columns])
     numbered = cols.withColumn(POSITION, F.row_number().over(latest_first).cast("int"))
+    numbered, known = known_after(spec, numbered, latest_first)
     if spec.spans:  # one ORDER BY value (Spark's rule for frames of values)
         numbered = numbered.withColumn("__odf_last", F.max("o0").over(Window.partitionBy(*spec.keys)))
-    return numbered.where(spec.kept(F.col(POSITION), F.col("o0"), F.col("__odf_last") if spec.spans else None)) \
+    return numbered.where(spec.kept(F.col(POSITION), F.col("o0"), F.col("__odf_last") if spec.spans else None,
+                                    known)) \
         .select(*spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))], *stored)
 
 
@@ -402,8 +480,21 @@ def _extended_tail(cat: Catalyst, spec: RunningSpec, old_tail: DataFrame, new_ta
         moved = project(cat, moved, attrs, [*[(c, a) for c, a in zip(rows, attrs)], ("__odf_o", spec.order[0])],
                         keep=[c for c in moved.columns if c not in rows])
         order = F.col("__odf_o")
-    moved = moved.where(spec.kept(F.col(POSITION), order, F.col("n_last"))).select(*new_tail.columns)
-    return new_tail.unionByName(moved)
+    if not spec.counted:
+        moved = moved.where(spec.kept(F.col(POSITION), order, F.col("n_last"))).select(*new_tail.columns)
+        return new_tail.unionByName(moved)
+    # the non-NULL values after an old row: in the old tail's rows after it and the new rows, which the new rows'
+    # own tail holds as far as they matter (a new row it leaves out has enough of them after it)
+    both = new_tail.withColumn("__odf_keep", F.lit(True)).unionByName(
+        moved.withColumn("__odf_keep", spec.kept(F.col(POSITION), order, F.col("n_last"))).select(
+            *new_tail.columns, "__odf_keep"))
+    attrs = cat.items(spec.child.output())
+    rows = [f"c{i}" for i in range(len(attrs))]
+    both = project(cat, both, attrs, [*[(c, a) for c, a in zip(rows, attrs)],
+                                      *[(f"__odf_x{j}", f.skips) for j, f in spec.counted.items()]],
+                   keep=[c for c in both.columns if c not in rows])
+    both, known = known_after(spec, both, Window.partitionBy(*spec.keys).orderBy(POSITION))
+    return both.where(F.col("__odf_keep") | spec.few(known)).select(*new_tail.columns)
 
 
 def _extended(cat: Catalyst, spec: RunningSpec, node: Any, window: DataFrame, states: DataFrame) -> DataFrame:
@@ -428,7 +519,7 @@ def _continued(j: int, f: RunningFunction, v: Column, tail: bool) -> Column:
     def off(c: str) -> Column:
         return v - F.coalesce(F.col(f"t_{c}"), F.lit(0)) if tail else v
 
-    if f.kind == "lag" and f.ignore_nulls:  # no earlier non-NULL value among the rows run over: the old rows' last
+    if f.kind == "lag" and f.ignore_nulls and f.arg is not None:  # no earlier non-NULL value among the rows run over: the old rows' last
         return F.coalesce(v, F.col(f"st_s{j}"))
     if f.kind in (*_OFFSETS.values(), "frame"):
         return v
