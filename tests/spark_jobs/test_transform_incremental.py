@@ -107,6 +107,12 @@ FAMILIES = {
                      "max(x) FILTER (WHERE x < 5) AS hi, max_by(x, seq) FILTER (WHERE x <> 3) AS last_x, "
                      "count(DISTINCT x) FILTER (WHERE x > 1) AS nd, max(event_time) AS event_time "
                      "FROM (SELECT *, " + SEQ + " AS seq FROM a) GROUP BY k"), ()),
+    # max_by/min_by by string (prefixes of each other) and DOUBLE orderings (NaN, -0.0), each one-to-one with x
+    "by_orderings": (sql("SELECT k, max_by(x, name) AS top, min_by(x, name) AS bottom, max_by(x, score) AS best, "
+                         "min_by(x, score) AS worst, count(*) AS n, max(event_time) AS event_time FROM (SELECT *, "
+                         "concat(repeat('\u00e9', x + 5), 'z') AS name, CASE WHEN x = 9 THEN double('NaN') WHEN x = 1 "
+                         "THEN double('-0.0') WHEN x = 0 THEN 0.75D ELSE -1.0D / x END AS score FROM a) GROUP BY k"),
+                     ()),
     # first()/last(): Spark picks a row by the order it reads them; here every row a group can pick has one value
     "first_last": (sql("SELECT k, first(CASE WHEN x > 4 THEN upper(k) END) IGNORE NULLS AS big, last(k) AS lk, "
                        "count(*) AS n, max(event_time) AS event_time FROM a GROUP BY k"), ()),
@@ -439,6 +445,35 @@ def test_tied_extremes_recompute_the_group(spark, tmp_path):
     assert ("Aggregate", "incremental") in explained, explained
 
 
+def test_max_by_a_string_or_floating_point_ordering_reads_no_history(spark, tmp_path):
+    """max_by/min_by by a string ordering (prefixes of each other, multi-byte characters) or a DOUBLE one (NaN above
+    every number, -0.0 equal to 0.0) keep their extremes as by an integer one: later rows replace them without
+    reading the history (a wrong turn of the ordering would see a tie and recompute the group); a removed extreme
+    recomputes the group, and -0.0 tied with 0.0 is Spark's own pick."""
+    transform = sql("SELECT k, max_by(x, name) AS top, min_by(x, name) AS bottom, max_by(x, score) AS best, "
+                    "min_by(x, score) AS worst, max(event_time) AS event_time FROM (SELECT *, repeat('\u00e9', x) AS "
+                    "name, CASE WHEN x = 9 THEN double('NaN') WHEN x = 1 THEN double('-0.0') WHEN x = 0 THEN 0.0D "
+                    "ELSE -1.0D / x END AS score FROM a) GROUP BY k")
+    history = [Event(OP_APPEND, minutes(1), ("p", 2)), Event(OP_APPEND, minutes(1), ("q", 3)),
+               Event(OP_APPEND, minutes(2), ("p", 5)),  # a longer name, a larger score (-0.2 > -0.5)
+               Event(OP_APPEND, minutes(3), ("p", 1)),  # -0.0 above every negative score
+               Event(OP_APPEND, minutes(4), ("p", 9)),  # NaN above every number; the longest name
+               Event(OP_APPEND, minutes(5), ("p", 0)),  # the empty name: the smallest
+               Event(R, minutes(4), ("p", 9))]  # both maxima removed: recomputed; 1 (-0.0) and 0 (0.0) are tied
+    split = [Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 1})]
+    inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 5, diags
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, True, True, False], diags
+    latest = [{r["k"]: (r["top"], r["bottom"], r["best"], r["worst"]) for r in t.to_pylist()
+               if r["op"] in (OP_APPEND, OP_CORRECT_TO)} for t in inc.result.slices]
+    assert latest[:5] == [{"p": (2, 2, 2, 2), "q": (3, 3, 3, 3)}, {"p": (5, 2, 5, 2)}, {"p": (5, 1, 1, 2)},
+                          {"p": (9, 1, 9, 2)}, {"p": (9, 0, 9, 2)}], latest
+    assert latest[5] in ({"p": (5, 0, 1, 2)}, {"p": (5, 0, 0, 2)}), latest  # Spark's pick between -0.0 and 0.0
+    explained = diags[0]["operators"]
+    assert ("Aggregate", "incremental") in explained, explained
+
+
 def test_first_knows_its_pick_while_one_row_can_have_it(spark, tmp_path):
     """first(x) IGNORE NULLS keeps the number of non-NULL values and the value: a NULL row, a group's first value and
     a correction of its only value read no history; a group with two values to pick from is recomputed (Spark's pick
@@ -643,8 +678,8 @@ def test_ignore_nulls_keeps_the_rows_back_to_the_kth_last_value(spark, tmp_path)
                                  (OP_APPEND, "q", 3, 2, None, None, 2)]), changed[2]
     window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
     assert "running state per partition (1 key(s)) and its rows with fewer than 2 non-NULL a.x after them and its " \
-           "rows with fewer than 1 non-NULL a.x after them (with each row's lag(a.x, 2, NULL) IGNORE NULLS as output): " \
-           "lag(a.x, 2, NULL) IGNORE NULLS, lead(a.x, 1, NULL) IGNORE NULLS, first(a.x) IGNORE NULLS" \
+           "rows with fewer than 1 non-NULL a.x after them (with each row's lag(a.x, 2, NULL) IGNORE NULLS as " \
+           "output): lag(a.x, 2, NULL) IGNORE NULLS, lead(a.x, 1, NULL) IGNORE NULLS, first(a.x) IGNORE NULLS" \
            in window[0].detail, window[0].detail
     # the backward fill alone: only the rows no non-NULL value follows stay, and the last non-NULL value's row
     backfill = sql("SELECT event_time, k, x, first(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time ROWS "
@@ -1254,10 +1289,11 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     latest = explain("SELECT k, max_by(x, event_time) AS last_x, max(event_time) AS event_time FROM a GROUP BY k")
     assert latest.operators[0].path == "incremental", latest.operators
     assert "max_by(a.x, a.event_time)" in latest.operators[0].detail and "(a tie)" in latest.operators[0].detail
-    by_text = explain("SELECT k, max_by(x, CAST(x AS STRING)) AS top, max(event_time) AS event_time FROM a "
-                      "GROUP BY k")
+    by_text = explain("SELECT k, max_by(x, CAST(x AS STRING) COLLATE UTF8_LCASE) AS top, max(event_time) AS "
+                      "event_time FROM a GROUP BY k")
     assert by_text.operators[0].path == "incremental", by_text.operators  # by key: its groups are recomputed
-    assert "ties at the extreme of a string ordering cannot be told apart" in by_text.operators[0].detail
+    assert "ties at the extreme of a string collate UTF8_LCASE ordering cannot be told apart" in \
+        by_text.operators[0].detail, by_text.operators
     window = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
     assert window.path == "incremental" and window.operators[1].operator == "Window", window.operators
     assert "running state per partition (1 key(s)): RANK()" in window.operators[1].detail
@@ -1346,13 +1382,22 @@ def test_a_reversed_ordering_turns_the_order_around_exactly(spark):
                                                                               tzinfo=timezone.utc),
                             datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, tzinfo=timezone.utc)],
         T.TimestampNTZType(): [datetime(1000, 1, 1), datetime(2024, 3, 31, 2, 30), datetime(9999, 12, 31)],
+        T.FloatType(): [float("-inf"), -3.4e38, -1.0, -1e-45, 0.0, 1e-45, 2.5, 3.4e38, float("inf"), float("nan")],
+        T.DoubleType(): [float("-inf"), -1.7976931348623157e308, -1.5, -5e-324, 0.0, 5e-324, 1.7976931348623157e308,
+                         float("inf"), float("nan")],
+        T.StringType(): ["", "\x00", "\x00a", "a", "a\x00", "ab", "b", "z", "\u00e9", "\u00e9\u00e9", "\u20ac",
+                         "\U0001f600", "\U0010ffff"],  # bytes 00, 61, C3 A9, E2 82 AC, F0 9F 98 80, F4 8F BF BF
     }
     assert {type(t) for t in cases} == set(_REVERSIBLE) and all(reversible(t) for t in cases)
     assert not reversible(T.DecimalType(35, 2))  # negated in 34 digits: 10^34 + 1 would become 10^34
+    assert not reversible(T.StringType("UTF8_LCASE"))  # ordered by its collation, not its bytes
     for t, values in cases.items():
         df = spark.createDataFrame([(v,) for v in values], T.StructType([T.StructField("o", t)]))
         turned = df.select(F.col("o"), _reversed(F.col("o"), t).alias("r"))
-        by_value = [r["o"] for r in turned.orderBy("o").collect()]
-        by_turned = [r["o"] for r in turned.orderBy(F.col("r").desc()).collect()]
+        by_value = [repr(r["o"]) for r in turned.orderBy("o").collect()]  # repr: NaN equals NaN
+        by_turned = [repr(r["o"]) for r in turned.orderBy(F.col("r").desc()).collect()]
         assert len(by_value) == len(values) and by_turned == by_value, (t, by_value, by_turned)
         assert turned.select("r").distinct().count() == len(values), t  # no two values turn into one
+    for t in (T.FloatType(), T.DoubleType()):  # equal in Spark's order, so equal turned around
+        df = spark.createDataFrame([(-0.0,), (0.0,)], T.StructType([T.StructField("o", t)]))
+        assert df.select(_reversed(F.col("o"), t).alias("r")).distinct().count() == 1, t

@@ -31,7 +31,7 @@ all, the group is recomputed from the inputs' history (before and after the chan
 output. A global aggregate (no GROUP BY) has one group that always exists, as Spark gives one row over no rows.
 DISTINCT is an aggregation with no functions. A FILTER clause turns a function's arguments into NULL where it does
 not pass (which each of these functions skips; not a first/last that respects NULLs). Other functions (other
-DISTINCT aggregates, collect_*, statistics), and max_by/min_by by a string, floating-point or 35-38-digit decimal
+DISTINCT aggregates, collect_*, statistics), and max_by/min_by by a collated string or a 35-38-digit decimal
 ordering take the by-key or the full path. The output of a group is computed by the query's own result expressions
 over the group's key and values.
 """
@@ -53,7 +53,8 @@ ROWS = "__odf_rows"  # rows of a group (the group exists while > 0)
 PRESENT = "__odf_present"
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 # orderings of max_by/min_by whose order :func:`_reversed` turns around exactly (decimals: see :func:`reversible`)
-_REVERSIBLE = (*_INTEGRAL, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType)
+_REVERSIBLE = (*_INTEGRAL, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType, T.FloatType,
+               T.DoubleType, T.StringType)
 _EXTREMES = ("min", "max", "max_by", "min_by")  # functions whose removed extreme recomputes a group
 _BY = ("max_by", "min_by")
 _PICKS = ("first", "last")  # Spark's pick of one row's value: known from the state while one row can have it
@@ -225,12 +226,21 @@ def state_columns(spec: AggregateSpec) -> list[str]:
 
 def reversible(t: T.DataType) -> bool:
     """Whether :func:`_reversed` turns the order of a type's values around exactly. Spark negates a decimal in
-    34-digit arithmetic (IEEE DECIMAL128), which rounds values of more digits: decimals up to 34 digits only."""
+    34-digit arithmetic (IEEE DECIMAL128), which rounds values of more digits: decimals up to 34 digits only. A
+    collated string orders by its collation, not by its bytes: binary strings only."""
+    if isinstance(t, T.StringType):
+        return t.collation == "UTF8_BINARY"
     return isinstance(t, _REVERSIBLE) and not (isinstance(t, T.DecimalType) and t.precision > 34)
 
 
 def _reversed(order: Column, t: T.DataType) -> Column:
     """An ordering value mapped so that the order of the values is turned around, exactly (no overflow)."""
+    if isinstance(t, T.StringType):  # Spark orders strings by their bytes, unsigned: each byte turned around as two
+        # hex digits, then a terminator above every digit, so that a prefix comes after the longer string
+        return F.concat(F.translate(F.hex(order), "0123456789ABCDEF", "FEDCBA9876543210"), F.lit("G"))
+    if isinstance(t, (T.FloatType, T.DoubleType)):  # Spark's order: NaN above every number, -0.0 equal to 0.0
+        return F.struct(F.when(F.isnan(order), 0).otherwise(1).alias("n"),
+                        F.when(F.isnan(order), F.lit(0.0).cast(t)).otherwise(-order).alias("x"))
     if isinstance(t, (T.TimestampType, T.TimestampNTZType)):  # the session is in UTC: wall-clock micros are exact
         order = F.unix_micros(order.cast(T.TimestampType()))
     elif isinstance(t, T.DateType):

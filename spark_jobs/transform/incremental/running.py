@@ -13,8 +13,8 @@ Only functions whose value over a prefix is an exact fold of that state qualify:
 ``count``, ``min``/``max`` of non-floating types, ``row_number``, ``rank``, ``dense_rank``, ``first``/``last``
 (also IGNORE NULLS: the partition's first value, and the forward fill ``last(x) IGNORE NULLS``; the state keeps the
 first / last value by the ORDER BY), ``lag(x) IGNORE NULLS`` (the previous non-NULL value: Spark's own over the rows
-run over, else the state's last non-NULL value), with ORDER BY columns all ascending with NULLs first (Spark's
-default); anything else keeps the recomputation by key.
+run over, else the state's last non-NULL value; other lags IGNORE NULLS hold a tail, below), with ORDER BY columns
+all ascending with NULLs first (Spark's default); anything else keeps the recomputation by key.
 
 ``lag(x, k)`` looks back a fixed number of rows, so its state is also the partition's *tail*: its last ``k`` rows
 (the largest offset of the node's lags), kept in a table of their own (a row each, numbered from the last). The
@@ -30,6 +30,14 @@ rows, ``count``, ``row_number``, ``dense_rank``, ``first``/``last`` respecting N
 tail's fold taken off, which is exact for them; the other running functions (a sum, a rank, min/max, IGNORE NULLS:
 a NULL before a larger value, ties across the tail's start) keep each tail row's value as it was output in the tail
 table (:attr:`RunningSpec.stored`), since a running value never changes once later rows come.
+
+An IGNORE NULLS function that skips any number of NULLs (``lag(x, k) IGNORE NULLS`` beyond one row or with a default,
+``lead(x, k) IGNORE NULLS``, the backward fill ``first(x) IGNORE NULLS`` over the rows from the current one, or ``m
+FOLLOWING``, to ``UNBOUNDED FOLLOWING``) reads back or forward to the k-th non-NULL value: the tail holds the
+partition's rows followed by fewer than k non-NULL values of its argument (:attr:`RunningFunction.known`, counted by
+:func:`known_after`): the rows a new row's lag reads, and those whose lead or fill new rows can still change. How many
+that is depends on the data (a partition of NULLs keeps all its rows); like every criterion of the tail, it keeps a
+run of the partition's last rows.
 
 Any aggregate over a frame of rows around the row (``ROWS BETWEEN 6 PRECEDING AND CURRENT ROW``: a moving average;
 up to 100 rows before and after) reads a fixed number of rows like a lag (before) and a lead (after), so it takes
@@ -519,7 +527,8 @@ def _continued(j: int, f: RunningFunction, v: Column, tail: bool) -> Column:
     def off(c: str) -> Column:
         return v - F.coalesce(F.col(f"t_{c}"), F.lit(0)) if tail else v
 
-    if f.kind == "lag" and f.ignore_nulls and f.arg is not None:  # no earlier non-NULL value among the rows run over: the old rows' last
+    if f.kind == "lag" and f.ignore_nulls and f.arg is not None:  # (one row back) no earlier non-NULL value among
+        # the rows run over: the old rows' last
         return F.coalesce(v, F.col(f"st_s{j}"))
     if f.kind in (*_OFFSETS.values(), "frame"):
         return v
