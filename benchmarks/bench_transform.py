@@ -26,6 +26,9 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
   partitions' first rows kept as state).
 * ``bench_lead``: ``lead`` beside a running sum and max per key (the partitions' last rows kept with the values they
   were output with).
+* ``bench_fill``: ``lag``/``lead(x) IGNORE NULLS`` and the backward fill ``first(x) IGNORE NULLS`` to ``UNBOUNDED
+  FOLLOWING`` per key, over a column known on every third row (the partitions' rows back to their 2nd last known value
+  kept as state).
 * ``bench_interval_join``: a join of two growing inputs on a key spread over all of history, within a second of event
   time (the interval bounds the history slices read).
 * ``bench_fixed_cost``: one tiny transaction through ``spark-submit`` (and in-process), by step.
@@ -696,6 +699,11 @@ ROLLING_SQL = ("select event_time, id % 100000 as acct, value, sum(value) over (
 LEAD_SQL = ("select event_time, id % 100000 as acct, value, lead(event_time) over w as next_time, "
             "sum(cast(value * 100 as bigint)) over w as balance, max(cast(value * 100 as bigint)) over w as high "
             "from src window w as (partition by id % 100000 order by event_time)")
+FILL_SQL = ("select event_time, acct, value, lag(known, 2) ignore nulls over w as known_before, lead(known) ignore "
+            "nulls over w as next_known, first(known) ignore nulls over (partition by acct order by event_time rows "
+            "between current row and unbounded following) as backfill from (select event_time, id % 100000 as acct, "
+            "value, case when id % 3 = 0 then value end as known from src) "
+            "window w as (partition by acct order by event_time)")
 TOP_SQL = ("select event_time, acct, value, category from (select event_time, id % 100000 as acct, value, "
            "category, row_number() over (partition by id % 100000 order by event_time desc) as rn from src) "
            "where rn = 1")
@@ -923,6 +931,22 @@ def bench_lead(ctx: Ctx) -> str:
                        "before recomputed the touched partitions from all of it (docs/transforms.md).", results, notes)
 
 
+def bench_fill(ctx: Ctx) -> str:
+    """IGNORE NULLS lag, lead and backward fill per key (.running: the tail holds each partition's rows back to its 2nd
+    last known value): a step vs a batch query."""
+    results: list[Result] = []
+    notes: list[str] = []
+    _keyed_runs(ctx, 10, KeyedQuery("known value 2 back, next known value and backward fill per key (100k keys, "
+                                   "computed key)", FILL_SQL, ("src",), "the running state: one row per key and a "
+                                   "tail table of each key's rows from its 2nd last known value on"), results, notes)
+    return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids; a partition's value "
+                       "is known on every third row. A new known value changes the next_known and backfill of the "
+                       "partition's rows after its last known value, which are retracted and output again; the lag "
+                       "reads back through the tail. The key is computed, so key ranges cannot prune the history: "
+                       "the engine before recomputed the touched partitions from all of it (docs/transforms.md).",
+                       results, notes)
+
+
 def bench_moving(ctx: Ctx) -> str:
     """A moving average per key (.running: a frame of rows takes the partition's last rows as state)."""
     results: list[Result] = []
@@ -1035,6 +1059,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_moving": bench_moving,
     "bench_lead": bench_lead,
     "bench_rolling": bench_rolling,
+    "bench_fill": bench_fill,
 }
 
 TITLES = {
@@ -1055,6 +1080,8 @@ TITLES = {
     "bench_moving": "Incremental moving average per key: a transaction vs one batch query over everything",
     "bench_lead": "Incremental lead beside a running sum and max per key: a transaction vs one batch query over "
                   "everything",
+    "bench_fill": "Incremental IGNORE NULLS lag, lead and backward fill per key: a transaction vs one batch query "
+                  "over everything",
     "bench_rolling": "Incremental rolling sum over an hour per key (RANGE frame): a transaction vs one batch query over "
                      "everything",
 }
