@@ -195,6 +195,17 @@ FAMILIES = {
                                  "PRECEDING AND CURRENT ROW) AS s2, min(event_time) OVER (PARTITION BY k "
                                  "ORDER BY x RANGE BETWEEN 3 PRECEDING AND 1 PRECEDING) AS first, max(event_time) "
                                  "OVER (PARTITION BY k ORDER BY x) AS latest FROM a"), ()),
+    # frames of months (a minute of event time is a day here: Jan 1 to Mar 31 2024, month ends clamped)
+    "running_range_months": (sql("SELECT event_time, k, x, d, sum(x) OVER (PARTITION BY k ORDER BY d RANGE BETWEEN "
+                                 "INTERVAL 1 MONTH PRECEDING AND CURRENT ROW) AS s1, count(*) OVER (PARTITION BY k "
+                                 "ORDER BY d RANGE BETWEEN INTERVAL 1 MONTH PRECEDING AND INTERVAL 1 MONTH FOLLOWING) "
+                                 "AS near, max(x) OVER (PARTITION BY k ORDER BY t RANGE BETWEEN INTERVAL '0-2' YEAR "
+                                 "TO MONTH PRECEDING AND INTERVAL 1 MONTH PRECEDING) AS before, min(x) OVER (PARTITION "
+                                 "BY k ORDER BY t RANGE BETWEEN CURRENT ROW AND INTERVAL 1 MONTH FOLLOWING) AS ahead, "
+                                 "count(x) OVER (PARTITION BY k ORDER BY t) AS nx FROM (SELECT *, date_add(DATE"
+                                 "'2024-01-01', m) AS d, TIMESTAMP'2024-01-01 00:00:00Z' + make_dt_interval(m, m % 7, "
+                                 "0, 0) AS t FROM (SELECT *, CAST((unix_seconds(event_time) - 1704067200) / 60 AS INT) "
+                                 "AS m FROM a))"), ()),
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
     "window_by_key": (sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time, x) AS prev, "
                           "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC, x) AS rest FROM a"), ()),

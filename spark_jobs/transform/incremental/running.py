@@ -81,7 +81,7 @@ _AGGREGATES = {"Sum": "sum", "Count": "count", "Min": "min", "Max": "max"}
 _RANKS = {"RowNumber": "row_number", "Rank": "rank", "DenseRank": "dense_rank"}
 _OFFSETS = {"Lag": "lag", "Lead": "lead"}
 _OFFSET_TYPES = {"ByteType$", "ShortType$", "IntegerType$", "LongType$", "FloatType$", "DoubleType$", "DecimalType",
-                 "DayTimeIntervalType"}  # a frame of values' offsets whose sign tells the side (not months)
+                 "DayTimeIntervalType", "YearMonthIntervalType"}  # a frame of values' offsets whose sign tells the side
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,9 @@ class RunningFunction:
     sql: str
     behind: int = 0  # how many rows before the row its value reads (a lag; a frame of rows)
     ahead: int = 0  # how many rows after it (a lead; a frame of rows)
-    span: str | None = None  # a frame of values: SQL of the offset from a partition's last ORDER BY value to the
-    # oldest row the tail keeps (``(INTERVAL '-7' DAY)``; ``(-3) - (2)``)
+    span: tuple[str, ...] | None = None  # a frame of values: the SQL offsets added one after the other to a
+    # partition's last ORDER BY value to reach the oldest row the tail keeps (``(INTERVAL '-7' DAY)``; ``-(2)``,
+    # ``(-3)``)
     span_ahead: bool = False  # that frame reaches rows after the row (FOLLOWING): new rows change older rows' output
     ignore_nulls: bool = False  # first/last IGNORE NULLS
     skips: Any | None = None  # an IGNORE NULLS function the tail holds rows for: the argument whose non-NULL values
@@ -129,7 +130,7 @@ class RunningSpec(WindowColumns):
         return max((f.behind for f in self.functions), default=0) + max((f.ahead for f in self.functions), default=0)
 
     @property
-    def spans(self) -> list[str]:
+    def spans(self) -> list[tuple[str, ...]]:
         """The frames of values' offsets from a partition's last ORDER BY value down to the rows its tail keeps."""
         return [f.span for f in self.functions if f.span is not None]
 
@@ -170,7 +171,7 @@ class RunningSpec(WindowColumns):
         partition whose last ORDER BY value is ``last``. Each criterion keeps a run of the partition's last rows."""
         keep = position <= F.lit(self.context)
         for span in self.spans:  # NULL last value (only NULLs so far): no row is within a span of it
-            keep = keep | F.coalesce(order >= last + F.expr(span), F.lit(False))
+            keep = keep | F.coalesce(order >= reduce(lambda v, t: v + F.expr(t), span, last), F.lit(False))
         return keep | self.few(known) if known else keep
 
     def few(self, known: dict[int, Column]) -> Column:
@@ -190,14 +191,17 @@ def _sign(v: Any) -> int | None:
     return (f > 0) - (f < 0)
 
 
-def _values_frame(cat: Catalyst, lower: Any, upper: Any, sql: str) -> tuple[str | None, bool]:
-    """A RANGE frame with value offsets (``x PRECEDING``, ``CURRENT ROW``, ``y FOLLOWING``) as the offset from a
-    partition's last ORDER BY value to the oldest row a new row can read or change (None: no older row), and
-    whether new rows change older rows' output. A row v reads [v + lower, v + upper]: a new row w > last reads down
-    to last + lower; it changes rows from w - upper > last - upper on, which read down to last - upper + lower."""
+def _values_frame(cat: Catalyst, lower: Any, upper: Any, order: Any, sql: str) -> tuple[tuple[str, ...] | None, bool]:
+    """A RANGE frame with value offsets (``x PRECEDING``, ``CURRENT ROW``, ``y FOLLOWING``) as the offsets added one
+    after the other to a partition's last ORDER BY value to reach the oldest row a new row can read or change (None:
+    no older row), and whether new rows change older rows' output. A row v reads [v + lower, v + upper]: a new row
+    w >= last reads down to w + lower >= last + lower; it changes the rows v with v + upper >= w, so v >= last - upper,
+    which read down to (last - upper) + lower. Months too: adding them to a date (or a time in a zone without
+    daylight saving) is monotonic, and v + m months >= last implies v >= last - m months (the day is clamped to the
+    month's end), so upper first, then lower, each on its own, bound what a later row reads."""
     terms: list[str] = []
     ahead = False
-    for bound, is_lower in ((lower, True), (upper, False)):
+    for bound, is_lower in ((upper, False), (lower, True)):
         name = cat.cls(bound)
         if name == "CurrentRow$":
             continue
@@ -206,18 +210,31 @@ def _values_frame(cat: Catalyst, lower: Any, upper: Any, sql: str) -> tuple[str 
                                         "UNBOUNDED PRECEDING to CURRENT ROW keeps a running state)")
         kind = cat.cls(bound.dataType())
         sign = _sign(bound.eval(None)) if kind in _OFFSET_TYPES else None
-        if sign is None:  # months have no fixed length: last - 1 month may not bound what a later row reads
-            raise Unsupported("Window", f"{sql}: a RANGE offset of {bound.sql()} is neither a number nor an interval "
-                                        "of days to seconds")
+        if sign is None:
+            raise Unsupported("Window", f"{sql}: a RANGE offset of {bound.sql()} is neither a number nor an interval")
+        if kind == "YearMonthIntervalType" and cat.cls(order.dataType()) == "TimestampType$" \
+                and not _fixed_offset(cat):
+            raise Unsupported("Window", f"{sql}: months added to a TIMESTAMP in the session's time zone "
+                                        f"{cat.session.conf.get('spark.sql.session.timeZone')} are not monotonic "
+                                        "(daylight saving); UTC, a fixed offset or TIMESTAMP_NTZ keeps a tail")
         if is_lower and sign < 0:
             terms.append(f"({bound.sql()})")
         elif not is_lower and sign > 0:
-            terms.append(f"- ({bound.sql()})")
+            terms.append(f"-({bound.sql()})")
             ahead = True
-    return (" ".join(terms) if terms else None), ahead
+    return (tuple(terms) if terms else None), ahead
 
 
-def _frame(cat: Catalyst, frame: Any, sql: str, result: T.DataType) -> RunningFunction | None:
+def _fixed_offset(cat: Catalyst) -> bool:
+    """Whether the session's time zone has one offset from UTC all year (no daylight saving)."""
+    zone = cat.session.conf.get("spark.sql.session.timeZone")
+    try:
+        return bool(cat.jvm.java.time.ZoneId.of(zone, cat.jvm.java.time.ZoneId.SHORT_IDS).getRules().isFixedOffset())
+    except Exception:  # noqa: BLE001 - a zone the JVM does not know: assume the worst
+        return False
+
+
+def _frame(cat: Catalyst, frame: Any, orders: Any, sql: str, result: T.DataType) -> RunningFunction | None:
     """A frame around the current row (of rows, or of ORDER BY values) as what the tail must hold for it; None for
     the running frame (UNBOUNDED PRECEDING to CURRENT ROW); :class:`Unsupported` for frames no tail holds."""
     if cat.cls(frame) != "SpecifiedWindowFrame":
@@ -226,7 +243,7 @@ def _frame(cat: Catalyst, frame: Any, sql: str, result: T.DataType) -> RunningFu
     if cat.cls(lower) == "UnboundedPreceding$" and cat.cls(upper) == "CurrentRow$":
         return None
     if cat.cls(frame.frameType()) != "RowFrame$":
-        span, ahead = _values_frame(cat, lower, upper, sql)
+        span, ahead = _values_frame(cat, lower, upper, cat.items(orders)[0].child(), sql)
         return RunningFunction("frame", None, result, sql, span=span, span_ahead=ahead)
     bounds = []
     for b in (lower, upper):
@@ -299,7 +316,7 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
     backward = _fill_backward(cat, fn, frame, sql, result)
     if backward is not None:
         return backward
-    around = _frame(cat, frame, sql, result)
+    around = _frame(cat, frame, we.windowSpec().orderSpec(), sql, result)
     if around is not None:  # any aggregate over the rows around the row: Spark's own, over the tail and new rows
         return around
     if fn.isDistinct() or fn.filter().isDefined():
@@ -348,7 +365,7 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
 
     what = ", ".join(named(f) for f in functions)
     kept = ([f"its last {spec.context} row(s)"] if spec.context else []) + \
-        [f"its rows down to its last ORDER BY value + {span}" for span in dict.fromkeys(spec.spans)] + \
+        [f"its rows down to its last ORDER BY value + {' + '.join(span)}" for span in dict.fromkeys(spec.spans)] + \
         list(dict.fromkeys(_counted_words(f) for f in spec.counted.values()))
     if spec.stored:
         kept[-1] += f" (with each row's {', '.join(named(functions[j]) for j in spec.stored)} as output)"
