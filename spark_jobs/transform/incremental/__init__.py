@@ -422,7 +422,7 @@ def reusable(prev_meta: Mapping[str, Any] | None, plan: IncrementalPlan, query_h
     if prev_meta.get("queryHash") != query_hash:
         return "the query changed"
     if prev_meta.get("fingerprint") != plan.fingerprint:
-        return "the plan or an input schema changed"
+        return "the plan, an input schema or the layout of an operator's state changed"
     return None
 
 

@@ -64,6 +64,12 @@ class Op:
     children: list[Segment]
     spec: Any  # the operator module's analysis (its state columns, keys...)
 
+    @property
+    def layout(self) -> str:
+        """A name for the layout of this operator's state where it differs from the one :data:`PLAN_VERSION` names
+        (a state from before is rebuilt once); empty otherwise."""
+        return f"{self.id}: {self.spec.layout}" if getattr(self.spec, "layout", "") else ""
+
 
 @dataclass
 class IncrementalPlan:
@@ -73,10 +79,13 @@ class IncrementalPlan:
     operators: list[OperatorPlan] = field(default_factory=list)
 
 
-def _fingerprint(plan: Any, schemas: Sequence[Any]) -> str:
+def _fingerprint(plan: Any, schemas: Sequence[Any], layouts: Sequence[str] = ()) -> str:
+    """The plan, its inputs' schemas and the state layouts its operators name (:attr:`Op.layout`: only operators
+    whose layout changed since :data:`PLAN_VERSION` name one, so other plans keep their fingerprint)."""
     text = re.sub(r"#\d+L?", "#", plan.toString())
-    return hashlib.sha256((PLAN_VERSION + "\n" + text + "\n" + "\n".join(s.json() for s in schemas)).encode()
-                          ).hexdigest()
+    named = [x for x in layouts if x]
+    return hashlib.sha256((PLAN_VERSION + "\n" + text + "\n" + "\n".join(s.json() for s in schemas)
+                           + ("\n" + "\n".join(named) if named else "")).encode()).hexdigest()
 
 
 class _Analyzer:
@@ -221,7 +230,7 @@ def analyze(cat: Catalyst, plan: Any, vocabs: Sequence[DatasetVocabulary], chang
     _check_types(cat, plan)
     a = _Analyzer(cat)
     root = a.segment(plan, "root", 0)
-    return IncrementalPlan(root, a.ops, _fingerprint(plan, schemas), a.lines)
+    return IncrementalPlan(root, a.ops, _fingerprint(plan, schemas, [op.layout for op in a.ops]), a.lines)
 
 
 def explain_full(cat: Catalyst, plan: Any, reason: Unsupported) -> list[OperatorPlan]:

@@ -44,17 +44,23 @@ up to 100 rows before and after) reads a fixed number of rows like a lag (before
 the tail the same way; its value is Spark's own over the same rows in the same order, so it need not be invertible
 (a DOUBLE sum, an average, ``min``/``max``, ``collect_list``).
 
-A frame of *values* (``RANGE BETWEEN INTERVAL 7 DAYS PRECEDING AND CURRENT ROW``: a rolling 7-day sum) reads the rows
-whose ORDER BY value lies within its offsets of the row's. A new row comes after its partition's last value, so it
-reads no row older than the last value minus the lower offset, and it changes the output of no row older than the
-last value minus the upper offset (a frame reaching FOLLOWING rows). The tail then holds the partition's rows from
-the last value minus both offsets on (as many as the data has there: the state of the open frames), and the rest is
-as for a frame of rows.
+A frame of *values* (``RANGE BETWEEN INTERVAL 7 DAYS PRECEDING AND CURRENT ROW``: a rolling 7-day sum; offsets that
+are numbers or intervals, months included) reads the rows whose ORDER BY value lies within its offsets of the row's.
+A new row comes after its partition's last value, so it reads no row older than the last value minus the lower
+offset, and it changes the output of no row older than the last value minus the upper offset (a frame reaching
+FOLLOWING rows). Adding months is monotonic (for a TIMESTAMP, in a time zone without daylight saving), so these
+bounds hold for months too.
+
+Rows whose output new rows change (a lead's, a frame's reaching FOLLOWING rows, a lead's or a backward fill's
+IGNORE NULLS) are output again, and retracted as they were output, with every function of the window: the tail
+holds them and every row any function reads at them or at a new row (:func:`tail_kept`): the rows before the first
+of them that a lag or a frame of rows reads and the rows down to its ORDER BY value plus a frame's lower offset (a
+lag IGNORE NULLS keeps its values as output instead, see above). As many rows as the data has there: the state of
+the open frames.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import reduce
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import Column, DataFrame
@@ -93,10 +99,10 @@ class RunningFunction:
     sql: str
     behind: int = 0  # how many rows before the row its value reads (a lag; a frame of rows)
     ahead: int = 0  # how many rows after it (a lead; a frame of rows)
-    span: tuple[str, ...] | None = None  # a frame of values: the SQL offsets added one after the other to a
-    # partition's last ORDER BY value to reach the oldest row the tail keeps (``(INTERVAL '-7' DAY)``; ``-(2)``,
-    # ``(-3)``)
-    span_ahead: bool = False  # that frame reaches rows after the row (FOLLOWING): new rows change older rows' output
+    lower: str | None = None  # a frame of values reaching PRECEDING rows: SQL of the offset added to a row's ORDER BY
+    # value to reach the oldest row its frame reads (``(INTERVAL '-7' DAY)``, ``(-3)``)
+    upper: str | None = None  # ... reaching FOLLOWING rows: SQL of the offset (positive) to the newest; new rows
+    # change the output of the rows within it of them
     ignore_nulls: bool = False  # first/last IGNORE NULLS
     skips: Any | None = None  # an IGNORE NULLS function the tail holds rows for: the argument whose non-NULL values
     # it counts (lag/lead(x, k) IGNORE NULLS, first(x) IGNORE NULLS to UNBOUNDED FOLLOWING)
@@ -106,7 +112,7 @@ class RunningFunction:
     @property
     def forward(self) -> bool:
         """Whether the value at a row reads rows after it: new rows change older rows' output."""
-        return self.ahead > 0 or self.span_ahead or (self.known > 0 and self.kind != "lag")
+        return self.ahead > 0 or self.upper is not None or (self.known > 0 and self.kind != "lag")
 
 
 @dataclass(frozen=True)
@@ -124,15 +130,27 @@ class RunningSpec(WindowColumns):
         return [ROWS, DISTINCT] if any(f.kind == "dense_rank" for f in self.functions) else [ROWS]
 
     @property
-    def context(self) -> int:
-        """How many of a partition's last rows its state keeps (its tail): the most rows a function reads before a
-        row (a lag, a frame) plus the most it reads after one (a lead, a frame), else none."""
-        return max((f.behind for f in self.functions), default=0) + max((f.ahead for f in self.functions), default=0)
+    def behind(self) -> int:
+        """The most rows a function reads before a row (a lag, a frame of rows)."""
+        return max((f.behind for f in self.functions), default=0)
 
     @property
-    def spans(self) -> list[tuple[str, ...]]:
-        """The frames of values' offsets from a partition's last ORDER BY value down to the rows its tail keeps."""
-        return [f.span for f in self.functions if f.span is not None]
+    def ahead(self) -> int:
+        """The most rows a function reads after a row (a lead, a frame of rows): new rows change that many."""
+        return max((f.ahead for f in self.functions), default=0)
+
+    @property
+    def lowers(self) -> list[str]:
+        return list(dict.fromkeys(f.lower for f in self.functions if f.lower is not None))
+
+    @property
+    def uppers(self) -> list[str]:
+        return list(dict.fromkeys(f.upper for f in self.functions if f.upper is not None))
+
+    @property
+    def values(self) -> bool:
+        """Whether a frame of ORDER BY values reads rows by their value (one ORDER BY column, Spark's rule)."""
+        return bool(self.lowers or self.uppers)
 
     @property
     def counted(self) -> dict[int, RunningFunction]:
@@ -140,14 +158,34 @@ class RunningSpec(WindowColumns):
         return {j: f for j, f in enumerate(self.functions) if f.known}
 
     @property
+    def lagging(self) -> dict[int, RunningFunction]:
+        """The functions of :attr:`counted` that read back (lags): the others read forward."""
+        return {j: f for j, f in self.counted.items() if not f.forward}
+
+    @property
     def has_tail(self) -> bool:
         """Whether the state keeps some of each partition's last rows (a table of its own)."""
-        return bool(self.context or self.spans or self.counted)
+        return bool(self.behind or self.ahead or self.values or self.counted)
+
+    @property
+    def changes(self) -> bool:
+        """Whether new rows can change the output of rows before them (their values are output again)."""
+        return bool(self.ahead or self.uppers or len(self.lagging) < len(self.counted))
 
     @property
     def looks_ahead(self) -> bool:
         """A lead: new rows change the output of the partition's last rows."""
         return any(f.forward for f in self.functions)
+
+    @property
+    def layout(self) -> str:
+        """The tail of a window where rows output again read rows that its tail did not hold before "tail-reads"
+        (a lag or a frame of rows beside a frame of values reaching FOLLOWING rows or an IGNORE NULLS lead; a frame's
+        lower offset beside another function whose rows output again): an older tail may lack them."""
+        beyond = self.uppers or len(self.lagging) < len(self.counted)  # rows output again beyond the last ``ahead``
+        lowered = any(f.lower is not None and any(g.forward for g in self.functions if g is not f)
+                      for f in self.functions)
+        return "tail-reads" if (self.behind and beyond) or lowered else ""
 
     @property
     def stored(self) -> list[int]:
@@ -164,20 +202,32 @@ class RunningSpec(WindowColumns):
     def stored_columns(self) -> list[str]:
         return [f"v{j}" for j in self.stored]
 
-    def kept(self, position: Column, order: Column | None, last: Column | None,
-             known: dict[int, Column] | None = None) -> Column:
-        """Whether a row (its place from the partition's last row, 1 for the last, its ORDER BY value and the
-        numbers of non-NULL values after it of :attr:`counted`, :func:`known_after`) stays in the tail of a
-        partition whose last ORDER BY value is ``last``. Each criterion keeps a run of the partition's last rows."""
-        keep = position <= F.lit(self.context)
-        for span in self.spans:  # NULL last value (only NULLs so far): no row is within a span of it
-            keep = keep | F.coalesce(order >= reduce(lambda v, t: v + F.expr(t), span, last), F.lit(False))
-        return keep | self.few(known) if known else keep
+    def changed(self, position: Column, order: Column | None, last: Column | None, known: dict[int, Column]
+                ) -> Column:
+        """Whether new rows (after the partition's last ORDER BY value ``last``) can change a row's output: one of
+        its last :attr:`ahead` rows (``position`` 1 for the last), within a frame's upper offset of ``last``, or
+        with fewer non-NULL values after it than a lead or backward fill needs (``known``, :func:`known_after`)."""
+        change = position <= F.lit(self.ahead)
+        for u in self.uppers:  # NULL order or last value: a frame of values reaches the rows of NULL value only
+            change = change | F.coalesce(order >= last + F.expr(f"-{u}"), F.lit(False))
+        for j, f in self.counted.items():
+            if f.forward:
+                change = change | (known[j] < F.lit(f.known))
+        return change
 
-    def few(self, known: dict[int, Column]) -> Column:
-        """Whether fewer non-NULL values than a function of :attr:`counted` needs follow a row (:func:`known_after`):
-        a lag's or a backward fill's row still to be read, a lead's row whose value new rows still change."""
-        return reduce(lambda a, b: a | b, [n < F.lit(self.functions[j].known) for j, n in known.items()])
+    def read(self, position: Column, order: Column | None, known: dict[int, Column], first: Column,
+             oldest: Column | None, nulls: Column | None) -> Column:
+        """Whether a row is read by a new row or by a row whose output new rows change (the first of which, from the
+        partition's last, is at ``first``, 0 if none, with the smallest ORDER BY value ``oldest``, the partition's
+        last one if none, and ``nulls`` whether one has a NULL ORDER BY value): within :attr:`behind` rows of them
+        or a frame's lower offset of their ORDER BY values, or back to a new row's lag's k-th non-NULL value. (A
+        lag IGNORE NULLS is one of :attr:`stored` beside them: a row output again keeps its value.)"""
+        keep = position <= first + F.lit(self.behind)
+        for lo in self.lowers:  # a NULL ORDER BY value's frame is the partition's rows of NULL value
+            keep = keep | F.coalesce(order >= oldest + F.expr(lo), order.isNull() & nulls, F.lit(False))
+        for j, f in self.lagging.items():
+            keep = keep | (known[j] < F.lit(f.known))
+        return keep
 
 
 def _sign(v: Any) -> int | None:
@@ -191,17 +241,15 @@ def _sign(v: Any) -> int | None:
     return (f > 0) - (f < 0)
 
 
-def _values_frame(cat: Catalyst, lower: Any, upper: Any, order: Any, sql: str) -> tuple[tuple[str, ...] | None, bool]:
-    """A RANGE frame with value offsets (``x PRECEDING``, ``CURRENT ROW``, ``y FOLLOWING``) as the offsets added one
-    after the other to a partition's last ORDER BY value to reach the oldest row a new row can read or change (None:
-    no older row), and whether new rows change older rows' output. A row v reads [v + lower, v + upper]: a new row
-    w >= last reads down to w + lower >= last + lower; it changes the rows v with v + upper >= w, so v >= last - upper,
-    which read down to (last - upper) + lower. Months too: adding them to a date (or a time in a zone without
+def _values_frame(cat: Catalyst, lower: Any, upper: Any, order: Any, sql: str) -> tuple[str | None, str | None]:
+    """A RANGE frame with value offsets (``x PRECEDING``, ``CURRENT ROW``, ``y FOLLOWING``) as the SQL of its offset
+    to the oldest row it reads (PRECEDING, else None) and to the newest (FOLLOWING, else None). A row v reads
+    [v + lower, v + upper]: a new row w >= last reads down to w + lower >= last + lower, and it changes the rows v
+    with v + upper >= w, so v >= last - upper. Months too: adding them to a date (or a time in a zone without
     daylight saving) is monotonic, and v + m months >= last implies v >= last - m months (the day is clamped to the
-    month's end), so upper first, then lower, each on its own, bound what a later row reads."""
-    terms: list[str] = []
-    ahead = False
-    for bound, is_lower in ((upper, False), (lower, True)):
+    month's end)."""
+    offsets: list[str | None] = [None, None]
+    for i, (bound, is_lower) in enumerate(((lower, True), (upper, False))):
         name = cat.cls(bound)
         if name == "CurrentRow$":
             continue
@@ -217,12 +265,9 @@ def _values_frame(cat: Catalyst, lower: Any, upper: Any, order: Any, sql: str) -
             raise Unsupported("Window", f"{sql}: months added to a TIMESTAMP in the session's time zone "
                                         f"{cat.session.conf.get('spark.sql.session.timeZone')} are not monotonic "
                                         "(daylight saving); UTC, a fixed offset or TIMESTAMP_NTZ keeps a tail")
-        if is_lower and sign < 0:
-            terms.append(f"({bound.sql()})")
-        elif not is_lower and sign > 0:
-            terms.append(f"-({bound.sql()})")
-            ahead = True
-    return (tuple(terms) if terms else None), ahead
+        if (sign < 0) if is_lower else (sign > 0):
+            offsets[i] = f"({bound.sql()})"
+    return offsets[0], offsets[1]
 
 
 def _fixed_offset(cat: Catalyst) -> bool:
@@ -243,8 +288,8 @@ def _frame(cat: Catalyst, frame: Any, orders: Any, sql: str, result: T.DataType)
     if cat.cls(lower) == "UnboundedPreceding$" and cat.cls(upper) == "CurrentRow$":
         return None
     if cat.cls(frame.frameType()) != "RowFrame$":
-        span, ahead = _values_frame(cat, lower, upper, cat.items(orders)[0].child(), sql)
-        return RunningFunction("frame", None, result, sql, span=span, span_ahead=ahead)
+        back, ahead = _values_frame(cat, lower, upper, cat.items(orders)[0].child(), sql)
+        return RunningFunction("frame", None, result, sql, lower=back, upper=ahead)
     bounds = []
     for b in (lower, upper):
         name = cat.cls(b)
@@ -345,6 +390,23 @@ def _counted_words(f: RunningFunction) -> str:
     return f"its rows with fewer than {f.known} non-NULL {f.skips.sql()} {where} them"
 
 
+def _tail_words(spec: RunningSpec) -> list[str]:
+    """What the tail holds (:func:`tail_kept`), in words for ``odf explain``."""
+    lags = list(dict.fromkeys(_counted_words(f) for f in spec.lagging.values()))
+    if not spec.changes:  # what new rows read
+        return ([f"its last {spec.behind} row(s)"] if spec.behind else []) + \
+            [f"its rows down to its last ORDER BY value + {lo}" for lo in spec.lowers] + lags
+    if not (spec.uppers or spec.lowers or len(spec.lagging) < len(spec.counted)):  # a lead's rows, and before them
+        return [f"its last {spec.ahead + spec.behind} row(s)"] + lags
+    changed = ([f"its last {spec.ahead} row(s)"] if spec.ahead else []) + \
+        [f"its rows from its last ORDER BY value - {u} on" for u in spec.uppers] + \
+        list(dict.fromkeys(_counted_words(f) for f in spec.counted.values() if f.forward))
+    read = ([f"{spec.behind} row(s) before them"] if spec.behind else []) + \
+        [f"down to their ORDER BY values + {lo}" for lo in spec.lowers]
+    return [f"the rows new rows can change ({', '.join(changed)})"
+            + (f" with the rows these and new rows read ({', '.join(read)})" if read else "")] + lags
+
+
 def analyze(cat: Catalyst, node: Any) -> RunningSpec:
     """The running state of a Window node, or :class:`Unsupported` (then the node is recomputed by key)."""
     partition = tuple(cat.items(node.partitionSpec()))
@@ -364,9 +426,7 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
                                            f.sql.upper() else "")
 
     what = ", ".join(named(f) for f in functions)
-    kept = ([f"its last {spec.context} row(s)"] if spec.context else []) + \
-        [f"its rows down to its last ORDER BY value + {' + '.join(span)}" for span in dict.fromkeys(spec.spans)] + \
-        list(dict.fromkeys(_counted_words(f) for f in spec.counted.values()))
+    kept = _tail_words(spec)
     if spec.stored:
         kept[-1] += f" (with each row's {', '.join(named(functions[j]) for j in spec.stored)} as output)"
     tail = f" and {' and '.join(kept)}" if kept else ""
@@ -435,21 +495,45 @@ def _fold(spec: RunningSpec, f: RunningFunction, a: Column) -> Column:
 
 def tail_rows(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
     """The tail table of the partitions of ``rows`` (the child's rows, by position, then the values of
-    :attr:`RunningSpec.stored_columns` they were output with): each partition's last :attr:`RunningSpec.context`
-    rows and its rows within the frames of values' spans of its last ORDER BY value (:meth:`RunningSpec.kept`),
-    numbered from its last (``__odf_i`` = 1)."""
+    :attr:`RunningSpec.stored_columns` they were output with): the rows :func:`tail_kept` keeps, numbered from the
+    partition's last (``__odf_i`` = 1)."""
     attrs = cat.items(spec.child.output())
     stored = spec.stored_columns
     cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, attrs, rows=True, args=False,
                     keep=stored, skips=True)
     latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last() for o in spec.order_columns])
     numbered = cols.withColumn(POSITION, F.row_number().over(latest_first).cast("int"))
-    numbered, known = known_after(spec, numbered, latest_first)
-    if spec.spans:  # one ORDER BY value (Spark's rule for frames of values)
-        numbered = numbered.withColumn("__odf_last", F.max("o0").over(Window.partitionBy(*spec.keys)))
-    return numbered.where(spec.kept(F.col(POSITION), F.col("o0"), F.col("__odf_last") if spec.spans else None,
-                                    known)) \
-        .select(*spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))], *stored)
+    return tail_kept(spec, numbered).select(*spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))], *stored)
+
+
+def tail_kept(spec: RunningSpec, numbered: DataFrame) -> DataFrame:
+    """The rows of ``numbered`` (a run of each partition's last rows, numbered from its last by ``__odf_i``, with
+    their ``o0`` ORDER BY value and the ``__odf_x<j>`` arguments of :attr:`RunningSpec.counted`) that a partition's
+    tail keeps: the rows whose output new rows can change (:meth:`RunningSpec.changed`), which are output again,
+    and every row that they or new rows read (:meth:`RunningSpec.read`), so that a row output again has the value it
+    was output with. Each criterion keeps a run of the partition's last rows, so the rows of a run that holds the
+    old tail give the same tail as all the partition's rows."""
+    whole = Window.partitionBy(*spec.keys)
+    numbered, known = known_after(spec, numbered, whole.orderBy(POSITION))
+    position = F.col(POSITION)
+    order = F.col("o0") if spec.values else None
+    last = None
+    if spec.values:
+        numbered = numbered.withColumn("__odf_last", F.max("o0").over(whole))
+        last = F.col("__odf_last")
+    first, oldest, nulls = F.lit(0), last, F.lit(False)
+    if spec.changes:  # the first row output again, from the last: how far back what it reads reaches
+        numbered = numbered.withColumn("__odf_changed", spec.changed(position, order, last, known))
+        changed = F.col("__odf_changed")
+        numbered = numbered.withColumn("__odf_first", F.coalesce(F.max(F.when(changed, position)).over(whole),
+                                                                 F.lit(0)))
+        first = F.col("__odf_first")
+        if spec.lowers:
+            numbered = numbered.withColumn("__odf_oldest", F.least(F.min(F.when(changed, order)).over(whole), last))
+            numbered = numbered.withColumn("__odf_nulls", F.coalesce(
+                F.max(changed & order.isNull()).over(whole), F.lit(False)))
+            oldest, nulls = F.col("__odf_oldest"), F.col("__odf_nulls")
+    return numbered.where(spec.read(position, order, known, first, oldest, nulls))
 
 
 def with_values(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame) -> DataFrame:
@@ -489,37 +573,32 @@ def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
     return joined.select(*cols)
 
 
-def _extended_tail(cat: Catalyst, spec: RunningSpec, old_tail: DataFrame, new_tail: DataFrame, added: DataFrame
+def _extended_tail(cat: Catalyst, spec: RunningSpec, old_tail: DataFrame, own: DataFrame, added: DataFrame
                    ) -> DataFrame:
-    """The tails of partitions that got rows after their old tail: the new rows' own tail, then the old tail's rows
-    moved back by the partition's number of new rows (``added``: keys, new last ORDER BY value ``l0`` and
-    ``__odf_rows``), as far as they stay."""
+    """The tails of partitions that got rows after their old tail (``own``: the new rows, with the values of
+    :attr:`RunningSpec.stored_columns` they are output with; ``added``: per partition the new last ORDER BY value
+    ``l0`` and the number of new rows ``__odf_rows``): the old tail's rows moved back by the number of new rows,
+    then the new rows, as far as :func:`tail_kept` keeps them. The old tail holds every row the new tail can keep."""
+    attrs = cat.items(spec.child.output())
+    rows = [f"c{i}" for i in range(len(attrs))]
     a = added.select(*[F.col(k).alias(f"n_{k}") for k in spec.keys], F.col(ROWS).alias("n_rows"),
                      F.col("l0").alias("n_last"))
     moved = old_tail.join(a, same_keys(old_tail, a, spec.keys, [f"n_{k}" for k in spec.keys]), "inner")
     moved = moved.withColumn(POSITION, (F.col(POSITION) + F.col("n_rows")).cast("int"))
-    order = None
-    if spec.spans:  # the rows' ORDER BY value, from the rows (the tail table keeps the rows only)
-        attrs = cat.items(spec.child.output())
-        rows = [f"c{i}" for i in range(len(attrs))]
-        moved = project(cat, moved, attrs, [*[(c, a) for c, a in zip(rows, attrs)], ("__odf_o", spec.order[0])],
-                        keep=[c for c in moved.columns if c not in rows])
-        order = F.col("__odf_o")
-    if not spec.counted:
-        moved = moved.where(spec.kept(F.col(POSITION), order, F.col("n_last"))).select(*new_tail.columns)
-        return new_tail.unionByName(moved)
-    # the non-NULL values after an old row: in the old tail's rows after it and the new rows, which the new rows'
-    # own tail holds as far as they matter (a new row it leaves out has enough of them after it)
-    both = new_tail.withColumn("__odf_keep", F.lit(True)).unionByName(
-        moved.withColumn("__odf_keep", spec.kept(F.col(POSITION), order, F.col("n_last"))).select(
-            *new_tail.columns, "__odf_keep"))
-    attrs = cat.items(spec.child.output())
-    rows = [f"c{i}" for i in range(len(attrs))]
-    both = project(cat, both, attrs, [*[(c, a) for c, a in zip(rows, attrs)],
-                                      *[(f"__odf_x{j}", f.skips) for j, f in spec.counted.items()]],
-                   keep=[c for c in both.columns if c not in rows])
-    both, known = known_after(spec, both, Window.partitionBy(*spec.keys).orderBy(POSITION))
-    return both.where(F.col("__odf_keep") | spec.few(known)).select(*new_tail.columns)
+    moved = project(cat, moved, attrs, [*[(c, x) for c, x in zip(rows, attrs)],
+                                        *[(o, e) for o, e in zip(spec.order_columns, spec.order)],
+                                        *[(f"__odf_x{j}", f.skips) for j, f in spec.counted.items()]],
+                    keep=[c for c in moved.columns if c not in rows])
+    columns = [*spec.keys, POSITION, *rows, *spec.stored_columns]
+    if not (spec.uppers or spec.counted or (spec.ahead and spec.lowers)):  # the tail reaches a fixed number of rows
+        # and values from the partition's last: the new rows' own tail, and the old rows within that reach
+        keep = spec.read(F.col(POSITION), F.col("o0") if spec.values else None, {}, F.lit(spec.ahead),
+                         F.col("n_last"), F.lit(False))
+        return tail_rows(cat, spec, own).unionByName(moved.where(keep).select(*columns))
+    new = _columns(cat, spec, own, attrs, rows=True, args=False, keep=spec.stored_columns, skips=True)
+    latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last() for o in spec.order_columns])
+    new = new.withColumn(POSITION, F.row_number().over(latest_first).cast("int"))
+    return tail_kept(spec, new.unionByName(moved.select(*new.columns))).select(*columns)
 
 
 def _extended(cat: Catalyst, spec: RunningSpec, node: Any, window: DataFrame, states: DataFrame) -> DataFrame:
@@ -659,7 +738,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         if stored:  # the new rows with the values they are output with
             own = over.where(F.col(POSITION).isNull()).select(
                 *row_cols, *[F.col(f"c{width + j}").alias(f"v{j}") for j in spec.stored])
-        tail_parts.append(_extended_tail(cat, spec, kept, tail_rows(cat, spec, own), added))
+        tail_parts.append(_extended_tail(cat, spec, kept, own, added))
     else:
         pos = [_extended(cat, spec, op.node, evaluate(cat, op.node, {(0,): appended.select(*row_cols)}), mine)]
     extended = _merged(spec, mine, added)
