@@ -168,13 +168,9 @@ class RunningSpec(WindowColumns):
         return bool(self.behind or self.ahead or self.values or self.counted)
 
     @property
-    def changes(self) -> bool:
-        """Whether new rows can change the output of rows before them (their values are output again)."""
-        return bool(self.ahead or self.uppers or len(self.lagging) < len(self.counted))
-
-    @property
     def looks_ahead(self) -> bool:
-        """A lead: new rows change the output of the partition's last rows."""
+        """A lead (or a frame reaching FOLLOWING rows, an IGNORE NULLS lead): new rows change the output of rows
+        before them, which are output again."""
         return any(f.forward for f in self.functions)
 
     @property
@@ -393,7 +389,7 @@ def _counted_words(f: RunningFunction) -> str:
 def _tail_words(spec: RunningSpec) -> list[str]:
     """What the tail holds (:func:`tail_kept`), in words for ``odf explain``."""
     lags = list(dict.fromkeys(_counted_words(f) for f in spec.lagging.values()))
-    if not spec.changes:  # what new rows read
+    if not spec.looks_ahead:  # what new rows read
         return ([f"its last {spec.behind} row(s)"] if spec.behind else []) + \
             [f"its rows down to its last ORDER BY value + {lo}" for lo in spec.lowers] + lags
     if not (spec.uppers or spec.lowers or len(spec.lagging) < len(spec.counted)):  # a lead's rows, and before them
@@ -522,7 +518,7 @@ def tail_kept(spec: RunningSpec, numbered: DataFrame) -> DataFrame:
         numbered = numbered.withColumn("__odf_last", F.max("o0").over(whole))
         last = F.col("__odf_last")
     first, oldest, nulls = F.lit(0), last, F.lit(False)
-    if spec.changes:  # the first row output again, from the last: how far back what it reads reaches
+    if spec.looks_ahead:  # the first row output again, from the last: how far back what it reads reaches
         numbered = numbered.withColumn("__odf_changed", spec.changed(position, order, last, known))
         changed = F.col("__odf_changed")
         numbered = numbered.withColumn("__odf_first", F.coalesce(F.max(F.when(changed, position)).over(whole),
