@@ -494,12 +494,17 @@ def tail_rows(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
     :attr:`RunningSpec.stored_columns` they were output with): the rows :func:`tail_kept` keeps, numbered from the
     partition's last (``__odf_i`` = 1)."""
     attrs = cat.items(spec.child.output())
-    stored = spec.stored_columns
-    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, attrs, rows=True, args=False,
-                    keep=stored, skips=True)
+    return tail_kept(spec, _numbered(cat, spec, rows)).select(
+        *spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))], *spec.stored_columns)
+
+
+def _numbered(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
+    """``rows`` (the child's rows, then :attr:`RunningSpec.stored_columns`) with the columns :func:`tail_kept`
+    reads, numbered from each partition's last (``__odf_i`` = 1)."""
+    cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, cat.items(spec.child.output()),
+                    rows=True, args=False, keep=spec.stored_columns, skips=True)
     latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last() for o in spec.order_columns])
-    numbered = cols.withColumn(POSITION, F.row_number().over(latest_first).cast("int"))
-    return tail_kept(spec, numbered).select(*spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))], *stored)
+    return cols.withColumn(POSITION, F.row_number().over(latest_first).cast("int"))
 
 
 def tail_kept(spec: RunningSpec, numbered: DataFrame) -> DataFrame:
@@ -591,9 +596,7 @@ def _extended_tail(cat: Catalyst, spec: RunningSpec, old_tail: DataFrame, own: D
         keep = spec.read(F.col(POSITION), F.col("o0") if spec.values else None, {}, F.lit(spec.ahead),
                          F.col("n_last"), F.lit(False))
         return tail_rows(cat, spec, own).unionByName(moved.where(keep).select(*columns))
-    new = _columns(cat, spec, own, attrs, rows=True, args=False, keep=spec.stored_columns, skips=True)
-    latest_first = Window.partitionBy(*spec.keys).orderBy(*[F.col(o).desc_nulls_last() for o in spec.order_columns])
-    new = new.withColumn(POSITION, F.row_number().over(latest_first).cast("int"))
+    new = _numbered(cat, spec, own)
     return tail_kept(spec, new.unionByName(moved.select(*new.columns))).select(*columns)
 
 
