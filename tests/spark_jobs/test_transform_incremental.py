@@ -206,6 +206,10 @@ FAMILIES = {
                                  "count(x) OVER (PARTITION BY k ORDER BY t) AS nx FROM (SELECT *, TIMESTAMP"
                                  "'2024-01-01 00:00:00Z' + make_dt_interval(m, m % 7, 0, 0) AS t FROM (SELECT *, "
                                  "CAST((unix_seconds(event_time) - 1704067200) / 60 AS INT) AS m FROM a))"), ()),
+    # two windows with different orders, the lower one outputting rows again: the upper one reads retractions
+    "running_stacked": (sql("SELECT event_time, k, x, count(*) OVER (PARTITION BY k ORDER BY event_time RANGE "
+                            "BETWEEN CURRENT ROW AND INTERVAL 5 MINUTES FOLLOWING) AS ahead, lag(x) OVER w AS below, "
+                            f"sum(x) OVER w AS upto FROM a WINDOW w AS (PARTITION BY k ORDER BY {SEQ})"), ()),
     # by key (spark_jobs.transform.incremental.keyed): the touched keys are recomputed, or the changed rows joined
     "window_by_key": (sql("SELECT event_time, k, x, lag(x) OVER (PARTITION BY k ORDER BY event_time, x) AS prev, "
                           "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC, x) AS rest FROM a"), ()),
@@ -608,6 +612,38 @@ def test_a_frame_of_values_keeps_its_partitions_rows_within_reach(spark, tmp_pat
 
 
 DAY = "date_add(DATE'2024-01-01', CAST((unix_seconds(event_time) - 1704067200) / 60 AS INT))"  # minute n: day n
+
+
+def test_an_operators_change_reaches_the_operator_above_computed_once(spark, tmp_path, monkeypatch):
+    """Two windows with different ORDER BYs, the lower one outputting rows again (a FOLLOWING frame): its change is
+    netted and materialised before the upper window reads it, so the upper one reads a small plan over one
+    checkpointed leaf, not the lower window's plan; the leaves are released at each step's end. The output is the
+    full path's."""
+    from spark_jobs.transform.incremental import Step
+
+    passed: list = []
+    real = Step.passed_up
+
+    def spy(self, change):  # records what the real method returns
+        out = real(self, change)
+        passed.append(out)
+        return out
+
+    monkeypatch.setattr(Step, "passed_up", spy)
+    held = spark.sparkContext._jsc.sc().getPersistentRDDs().size()
+    transform = sql("SELECT event_time, k, x, count(*) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN "
+                    "CURRENT ROW AND INTERVAL 2 MINUTES FOLLOWING) AS ahead, sum(x) OVER (PARTITION BY k ORDER BY d) "
+                    f"AS by_day FROM (SELECT *, {DAY} AS d FROM a)")
+    _run_both(spark, tmp_path, transform, TAIL_HISTORY, TAIL_SPLIT)
+    frames = [f for d in passed if not d.empty for f in ((d.pos,) if d.gains_only else (d.pos, d.neg))]
+    # both windows (the query's top node is the Project that drops d), in each step after the first: gains and losses
+    assert len(frames) == 2 * 2 * (len(TAIL_SPLIT) - 1), passed
+    for f in frames:
+        plan = f._jdf.queryExecution().analyzed()
+        leaves = plan.collectLeaves()
+        kinds = {leaves.apply(i).getClass().getSimpleName() for i in range(leaves.size())}
+        assert kinds == {"LogicalRDD"} and plan.treeString().count("\n") <= 3, plan.treeString()
+    assert spark.sparkContext._jsc.sc().getPersistentRDDs().size() == held
 
 
 def test_a_frame_of_months_keeps_the_rows_within_months_of_its_last_value(spark, tmp_path):

@@ -90,6 +90,7 @@ class Step:
     evicted: int | None = None  # the watermark (µs) through which the previous states dropped closed windows
     evict: int | None = None  # the watermark (µs) through which the new states drop them
     _cached: list[DataFrame] = field(default_factory=list)
+    _leaves: list[DataFrame] = field(default_factory=list)  # local checkpoints of operators' changes
     _read: dict[int, set[str]] = field(default_factory=dict)  # per input, the history slices the step has read
 
     # -- inputs -------------------------------------------------------------------------------------------------
@@ -162,10 +163,30 @@ class Step:
         """Release a persisted frame at the end of the step."""
         self._cached.append(df)
 
+    def passed_up(self, change: Delta) -> Delta:
+        """An operator's change as the operator above it reads it: netted (a row both gained and lost is no change:
+        a min/max above would recompute a group for an unchanged row) and computed once, into a local checkpoint.
+        The operator above derives many frames from it, and Spark analyses the whole plan of every derived frame
+        again: with the plans of the operators below inlined, the driver's analysis grew with the nesting and took
+        most of a stacked operator's step."""
+        if change.empty:
+            return change
+        if change.gains_only:  # nothing to net (the lost rows are a known empty frame)
+            return Delta(self._leaf(change.pos), change.neg, gains_only=True)
+        return cancel(change, self._leaf)
+
+    def _leaf(self, df: DataFrame) -> DataFrame:
+        leaf = df.localCheckpoint(eager=True)
+        self._leaves.append(leaf)
+        return leaf
+
     def release(self) -> None:
         for df in self._cached:
             df.unpersist()
         self._cached.clear()
+        for leaf in self._leaves:  # the checkpointed blocks (else kept until the JVM collects the frames)
+            leaf._jdf.queryExecution().logical().rdd().unpersist(False)
+        self._leaves.clear()
 
 
 def segment_change(step: Step, seg: Segment, changes: Mapping[str, Delta]) -> Delta:
@@ -299,8 +320,7 @@ def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], chan
     out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),
                 project(step.cat, aggregate.finals(spec, before), attrs, results))
     tables[op.id] = new
-    # an operator above sees only real changes (a min/max above would recompute a group for an unchanged row)
-    return (cancel(out) if op.id != "root" else out), tables, pairs
+    return out, tables, pairs
 
 
 BEFORE, AFTER = "__odf_before", "__odf_after"
@@ -350,23 +370,21 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
     states: dict[str, DataFrame] = {}
     pairs = None
     for op in step.plan.ops:  # children first
+        top_node = op.id == "root"  # the plan's top node itself (an operator's id is its path)
         if op.kind == keyed.KIND:
             change = keyed.step(step, op, changes)
-            changes[op.id] = cancel(change) if op.id != "root" else change
         elif op.kind == top.KIND:
             change, states[op.id] = top.step(step, op, old_states[op.id], changes)
-            changes[op.id] = cancel(change) if op.id != "root" else change
         elif op.kind == running.KIND:
             change, states[op.id], tail = running.step(step, op, old_states[op.id], changes,
                                                        old_states.get(tail_table(op.id)))
             if tail is not None:
                 states[tail_table(op.id)] = tail
-            changes[op.id] = cancel(change) if op.id != "root" and not change.gains_only else change
         else:
-            top_node = op.id == "root"  # the plan's top node itself (an operator's id is its path)
-            changes[op.id], tables, found = aggregate_step(step, op, old_states, changes, paired and top_node)
+            change, tables, found = aggregate_step(step, op, old_states, changes, paired and top_node)
             states.update(tables)
             pairs = found if top_node else pairs
+        changes[op.id] = change if top_node else step.passed_up(change)
     out = segment_change(step, step.plan.root, changes)
     if len(out.pos.columns) - (1 if "__odf_n" in out.pos.columns else 0) != len(out_columns):
         raise AssertionError("the incremental plan's output does not match the query's columns")

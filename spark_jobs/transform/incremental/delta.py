@@ -6,6 +6,7 @@ stateful operators turn the change of their input into the change of their outpu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -43,11 +44,12 @@ def split(counts: DataFrame, column: str = WEIGHT) -> Delta:
     return Delta(pos, neg)
 
 
-def cancel(delta: Delta) -> Delta:
-    """The net change: a row both gained and lost is no change (keeps later operators from seeing non-changes)."""
+def cancel(delta: Delta, settle: Callable[[DataFrame], DataFrame] | None = None) -> Delta:
+    """The net change: a row both gained and lost is no change (keeps later operators from seeing non-changes);
+    ``settle`` (e.g. materialise) is applied to the netted rows once, before they are split into gains and losses."""
     if delta.empty:
         return delta
     both = weighted(delta.pos, delta.neg)
     data = [c for c in both.columns if c != WEIGHT]
     net = both.groupBy(*data).agg(F.sum(WEIGHT).alias(WEIGHT)).where(F.col(WEIGHT) != 0)
-    return split(net)
+    return split(net if settle is None else settle(net))
