@@ -44,11 +44,21 @@ class Catalyst:
     def items(seq: Any) -> list[Any]:
         return [seq.apply(i) for i in range(seq.size())]
 
+    def static(self, cls: str, name: str) -> Any:
+        """A static method of a JVM class, cached: looking a member up by name is a round trip of its own."""
+        key = (id(self.jvm._gateway_client), f"{cls}#{name}")
+        if key not in _REFS:
+            _REFS[key] = getattr(self.jclass(cls), name)
+        return _REFS[key]
+
     def seq(self, values: Sequence[Any]) -> Any:
+        """A Scala ``List`` of ``values``; the empty one is ``Nil`` (no round trip: an Alias takes two of them)."""
+        if not values:
+            return self.scala_object("scala.collection.immutable.Nil")
         lst = self.jclass("java.util.ArrayList")()
         for v in values:
             lst.add(v)
-        return self.jclass("scala.jdk.javaapi.CollectionConverters").asScala(lst).toList()
+        return self.static("scala.jdk.javaapi.CollectionConverters", "asScala")(lst).toList()
 
     @staticmethod
     def cls(obj: Any) -> str:
