@@ -27,6 +27,7 @@ from .transform_support import (
     MiniCoordinator,
     Txn,
     batch_reference,
+    checkpoint_tables,
     minutes,
     reduce_output,
     splits,
@@ -769,10 +770,13 @@ def test_only_tails_that_now_hold_more_rows_change_the_plans_fingerprint():
     fill = RunningFunction("frame", None, t, "first(x) IGNORE NULLS", ignore_nulls=True, skips=X("x"), known=1)
     around = RunningFunction("frame", None, t, "count(*) OVER (RANGE 1 PRECEDING AND 2 FOLLOWING)", lower="(- 1)",
                              upper="(2)")  # its own rows output again read down to last - 2 - 1, as before
-    cases = {(lag,): "", (lead,): "", (lag, lead): "", (rolling,): "", (ahead,): "", (skips,): "", (fill,): "",
-             (around,): "", (ahead, skips): "", (lead, skips): "", (fill, skips): "",  # a lag IGNORE NULLS is stored
-             (rolling, ahead): "tail-reads", (lead, rolling): "tail-reads", (ahead, lag): "tail-reads",
-             (fill, lag): "tail-reads", (fill, rolling): "tail-reads", (around, ahead): "tail-reads"}
+    # rows output again: the tail keeps every function's value as output ("outputs")
+    out, reads = "outputs", "tail-reads+outputs"
+    cases = {(lag,): "", (rolling,): "", (skips,): "", (lag, rolling, skips): "",
+             (lead,): out, (lag, lead): out, (ahead,): out, (fill,): out, (around,): out, (ahead, skips): out,
+             (lead, skips): out, (fill, skips): out,  # a lag IGNORE NULLS keeps its value as output
+             (rolling, ahead): reads, (lead, rolling): reads, (ahead, lag): reads, (fill, lag): reads,
+             (fill, rolling): reads, (around, ahead): reads}
     for functions, layout in cases.items():
         spec = RunningSpec(("k",), ("t",), "Window", functions, None, "")
         assert spec.layout == layout, ([f.sql for f in functions], spec.layout)
@@ -804,11 +808,23 @@ def test_first_last_and_the_previous_known_value_continue_from_the_state(spark, 
                     [("p", 4, 4, 1, 1, 1, 4), ("p", 5, 4, 4, 1, 1, None), ("q", 3, 5, 5, 5, None, None)]], rows
 
 
-def test_beside_a_lead_the_tail_keeps_the_running_values_it_output(spark, tmp_path):
+def test_beside_a_lead_the_tail_keeps_the_running_values_it_output(spark, tmp_path, monkeypatch):
     """Beside a lead the tail's rows are output again when a new row changes their lead. A running sum, max or
     forward fill at such a row cannot be told from the partition's state (it folds the later tail rows too), so the
     tail keeps them as they were output: from the rebuild, from a step, and from a partition recomputed for a late
-    row. A NULL before a larger value in the tail is the case the state alone gets wrong."""
+    row. A NULL before a larger value in the tail is the case the state alone gets wrong. The tail keeps every
+    function's value, the lead's too, so a row output again is retracted with its stored values: a step runs the
+    window once, over the tails and the new rows, not a second time over the tails alone."""
+    from spark_jobs.transform.incremental import running
+
+    windows: list[int] = []
+    real = running._window
+
+    def spy(*args, **kwargs):  # counts the window's runs over tails (and new rows); the real one computes them
+        windows.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(running, "_window", spy)
     transform = sql("SELECT event_time, k, x, lead(x, 2) OVER w AS nx2, sum(x) OVER w AS total, rank() OVER w AS r, "
                     "max(x) OVER w AS hi, last(x) IGNORE NULLS OVER w AS filled FROM a "
                     "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
@@ -829,9 +845,35 @@ def test_beside_a_lead_the_tail_keeps_the_running_values_it_output(spark, tmp_pa
                               (R, "p", 2, None, 1, 2, 1, 1)]), rows[0]
     assert rows[2] == sorted([(OP_APPEND, "p", 4, 4, 19, 5, 9, 2), (OP_APPEND, "p", 5, None, 19, 6, 9, 2),
                               (OP_APPEND, "p", 6, None, 23, 7, 9, 4), (R, "p", 4, None, 19, 5, 9, 2)]), rows[2]
+    assert len(windows) == 3, windows  # once in each incremental step (the rebuild and the full run run none)
+    _, tables = checkpoint_tables(inc.checkpoint)
+    tail = next(t for name, t in tables.items() if name.endswith("/tail")).to_pylist()
+    # p's last 2 rows and q's, from the last, with nx2, total, r, hi and filled as the last slice output them
+    assert sorted((r["__odf_i"], r["v0"], r["v1"], r["v2"], r["v3"], r["v4"]) for r in tail if r["v2"] > 2) == \
+        [(1, None, 23, 7, 9, 4), (2, None, 19, 6, 9, 2)], tail
     window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
-    assert "its last 2 row(s) (with each row's sum(a.x), RANK(), max(a.x), last(a.x) IGNORE NULLS as output)" in \
+    assert "its last 2 row(s) (with each row's values as output)" in \
         window[0].detail, window
+
+
+def test_the_tails_stored_values_are_the_values_its_rows_were_output_with(spark, tmp_path):
+    """Beside rows output again the tail keeps every row's values as output, and retracts its rows with them. Its
+    oldest rows are there because the rows output again read them: a window over the tail and the new rows does not
+    hold every row their own frames read, so they keep their stored values (a sum over 2 rows before to 1 after: the
+    row at minute 4 stays in the tail after the step that adds minute 6, with the 14 it was output with, not the 12
+    of a frame missing minute 2)."""
+    transform = sql("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 2 "
+                    "PRECEDING AND 1 FOLLOWING) AS near FROM a")
+    history = [Event(OP_APPEND, minutes(i), ("p", i)) for i in range(1, 7)]
+    inc = _run_both(spark, tmp_path, transform, history, [Txn({"a": 3}), Txn({"a": 1}), Txn({"a": 1}),
+                                                          Txn({"a": 1})])
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, True], diags
+    _, tables = checkpoint_tables(inc.checkpoint)
+    tail = next(t for name, t in tables.items() if name.endswith("/tail")).to_pylist()
+    assert [r["v0"] for r in sorted(tail, key=lambda r: r["__odf_i"])] == [4 + 5 + 6, 3 + 4 + 5 + 6, 2 + 3 + 4 + 5], \
+        tail
+    assert [r["__odf_changed"] for r in sorted(tail, key=lambda r: r["__odf_i"])] == [True, False, False], tail
 
 
 def test_ignore_nulls_keeps_the_rows_back_to_the_kth_last_value(spark, tmp_path):
@@ -868,7 +910,7 @@ def test_ignore_nulls_keeps_the_rows_back_to_the_kth_last_value(spark, tmp_path)
     window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
     assert "running state per partition (1 key(s)) and the rows new rows can change (its rows with fewer than 1 " \
            "non-NULL a.x after them) and its rows with fewer than 2 non-NULL a.x after them (with each row's " \
-           "lag(a.x, 2, NULL) IGNORE NULLS as output): lag(a.x, 2, NULL) IGNORE NULLS, lead(a.x, 1, NULL) IGNORE " \
+           "values as output): lag(a.x, 2, NULL) IGNORE NULLS, lead(a.x, 1, NULL) IGNORE " \
            "NULLS, first(a.x) IGNORE NULLS" in window[0].detail, window[0].detail
     # the backward fill alone: only the rows no non-NULL value follows stay, and the last non-NULL value's row
     backfill = sql("SELECT event_time, k, x, first(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time ROWS "
@@ -1501,12 +1543,13 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
         lag.operators[1].detail, lag.operators
     lead = explain("SELECT event_time, k, lead(x, 2) OVER w AS next, lag(x) OVER w AS prev FROM a "
                    "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
-    assert "and its last 3 row(s): lead(a.x, 2, NULL), lag(a.x, 1, NULL)" in lead.operators[1].detail, lead.operators
+    assert "and its last 3 row(s) (with each row's values as output): lead(a.x, 2, NULL), lag(a.x, 1, NULL)" in \
+        lead.operators[1].detail, lead.operators
     moving = explain("SELECT event_time, k, avg(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 6 PRECEDING "
                      "AND CURRENT ROW) AS week, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 "
                      "PRECEDING AND 2 FOLLOWING) AS near FROM a")
-    assert "running state per partition (1 key(s)) and its last 8 row(s): avg(a.x), sum(a.x)" in \
-        moving.operators[1].detail, moving.operators
+    assert "running state per partition (1 key(s)) and its last 8 row(s) (with each row's values as output): " \
+           "avg(a.x), sum(a.x)" in moving.operators[1].detail, moving.operators
     fill = explain("SELECT event_time, k, last(x) IGNORE NULLS OVER w AS filled, first(x) OVER w AS x0, "
                    "lag(x) IGNORE NULLS OVER w AS known FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time)")
     assert "running state per partition (1 key(s)): last(a.x) IGNORE NULLS, first(a.x), lag(a.x, 1, NULL) IGNORE " \
@@ -1518,7 +1561,7 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
                     "last(x) IGNORE NULLS OVER w AS filled, max(x) OVER (PARTITION BY k ORDER BY event_time ROWS "
                     "BETWEEN 2 PRECEDING AND 1 FOLLOWING) AS near FROM a WINDOW w AS (PARTITION BY k ORDER BY "
                     "event_time)")
-    assert "and its last 3 row(s) (with each row's sum(a.x), last(a.x) IGNORE NULLS as output): lead(a.x, 1, NULL), " \
+    assert "and its last 3 row(s) (with each row's values as output): lead(a.x, 1, NULL), " \
            "sum(a.x), count(1), last(a.x) IGNORE NULLS, max(a.x)" in ahead.operators[1].detail, ahead.operators
     keyed = explain("SELECT event_time, k, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 PRECEDING "
                     "AND UNBOUNDED FOLLOWING) AS rest FROM a")

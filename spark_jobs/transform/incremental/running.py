@@ -24,12 +24,11 @@ which the tail's own fold is taken off again and the state's put on (a sum, a co
 inverse: the tail's rows are among the state's, so the state's extreme taken with theirs again is the same, and
 ``first``/``last`` take the state's first value, or the new rows' last. ``lead(x, k)`` looks forward: a new row
 changes the output of its partition's last ``k`` rows. The tail then also holds those rows (the lags' and leads'
-largest offsets added up); the node runs over the tail with and without the new rows, the second's rows are
-retracted and the first's added, and the tail's rows whose output did not change cancel out. For the tail's own
-rows, ``count``, ``row_number``, ``dense_rank``, ``first``/``last`` respecting NULLs and lags take the state with the
-tail's fold taken off, which is exact for them; the other running functions (a sum, a rank, min/max, IGNORE NULLS:
-a NULL before a larger value, ties across the tail's start) keep each tail row's value as it was output in the tail
-table (:attr:`RunningSpec.stored`), since a running value never changes once later rows come.
+largest offsets added up), each with every function's value as it was output (:attr:`RunningSpec.stored`) and
+whether new rows can change it; the node runs over the tail and the new rows, the tail's rows that new rows can
+change are retracted with their stored values and added with their new ones (those whose output did not change
+cancel out), and a function that reads no row after the row keeps its stored value, since a running value never
+changes once later rows come.
 
 An IGNORE NULLS function that skips any number of NULLs (``lag(x, k) IGNORE NULLS`` beyond one row or with a default,
 ``lead(x, k) IGNORE NULLS``, the backward fill ``first(x) IGNORE NULLS`` over the rows from the current one, or ``m
@@ -81,6 +80,7 @@ if TYPE_CHECKING:  # the step lives in the package, which imports this module
 
 KIND = "running"
 ROWS, DISTINCT, POSITION = "__odf_rows", "__odf_orders", "__odf_i"
+CHANGED = "__odf_changed"  # a tail row whose output new rows can change (:meth:`RunningSpec.changed`)
 MAX_OFFSET = 100  # the largest lag/lead offset kept as a tail (the state holds up to twice that many rows a partition)
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _AGGREGATES = {"Sum": "sum", "Count": "count", "Min": "min", "Max": "max"}
@@ -175,28 +175,38 @@ class RunningSpec(WindowColumns):
 
     @property
     def layout(self) -> str:
-        """The tail of a window where rows output again read rows that its tail did not hold before "tail-reads"
-        (a lag or a frame of rows beside a frame of values reaching FOLLOWING rows or an IGNORE NULLS lead; a frame's
-        lower offset beside another function whose rows output again): an older tail may lack them."""
+        """A name for the tail's layout where it differs from the first one: "tail-reads" where rows output again
+        read rows that its tail did not hold before (a lag or a frame of rows beside a frame of values reaching
+        FOLLOWING rows or an IGNORE NULLS lead; a frame's lower offset beside another function whose rows output
+        again): an older tail may lack them; "outputs" where rows are output again (:attr:`stored`): an older tail
+        kept the values of some functions only."""
         beyond = self.uppers or len(self.lagging) < len(self.counted)  # rows output again beyond the last ``ahead``
         lowered = any(f.lower is not None and any(g.forward for g in self.functions if g is not f)
                       for f in self.functions)
-        return "tail-reads" if (self.behind and beyond) or lowered else ""
+        names = ["tail-reads"] if (self.behind and beyond) or lowered else []
+        return "+".join(names + (["outputs"] if self.looks_ahead else []))
 
     @property
     def stored(self) -> list[int]:
-        """Beside a lead (or a frame reaching FOLLOWING rows) the tail's own rows are output again: the functions
-        whose value at such a row the state cannot give (a sum, a rank, min/max, IGNORE NULLS: the state folds the
-        rows after it too) keep that value in the tail table (``v<j>``), as the row was output. A running value
-        never changes once later rows come."""
-        if not self.looks_ahead:
-            return []
-        return [j for j, f in enumerate(self.functions)
-                if not f.forward and (f.kind in ("sum", "rank", "min", "max") or f.ignore_nulls)]
+        """Beside a lead (or a frame reaching FOLLOWING rows) the tail's own rows are output again, so the tail
+        table keeps every function's value at each of its rows as the row was output (``v<j>``): a row is retracted
+        exactly as it was output, with no window run over the tails alone (and whatever order Spark gave rows tied on
+        the ORDER BY then), and a function that reads no row after it keeps its value when the row is output again
+        (a running value never changes once later rows come; the state cannot give a sum's, a rank's, an extreme's
+        or an IGNORE NULLS value at a row before the partition's last: it folds the rows after it too)."""
+        return list(range(len(self.functions))) if self.looks_ahead else []
 
     @property
     def stored_columns(self) -> list[str]:
         return [f"v{j}" for j in self.stored]
+
+    @property
+    def tail_columns(self) -> list[str]:
+        """What the tail table keeps beside each row's columns: :attr:`stored_columns` and, where rows are output
+        again, whether new rows can change the row's output (``__odf_changed``: the other rows are in the tail
+        because rows output again read them, and a window over the tail does not hold every row their own value
+        reads, so only their stored values are right)."""
+        return [*self.stored_columns, CHANGED] if self.looks_ahead else []
 
     def changed(self, position: Column, order: Column | None, last: Column | None, known: dict[int, Column]
                 ) -> Column:
@@ -424,7 +434,7 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
     what = ", ".join(named(f) for f in functions)
     kept = _tail_words(spec)
     if spec.stored:
-        kept[-1] += f" (with each row's {', '.join(named(functions[j]) for j in spec.stored)} as output)"
+        kept[-1] += " (with each row's values as output)"
     tail = f" and {' and '.join(kept)}" if kept else ""
     detail = (f"running state per partition ({len(partition)} key(s)){tail}: {what}; rows after a partition's last "
               "ORDER BY value extend it, earlier rows and removals recompute the partitions they touch from their "
@@ -495,7 +505,7 @@ def tail_rows(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
     partition's last (``__odf_i`` = 1)."""
     attrs = cat.items(spec.child.output())
     return tail_kept(spec, _numbered(cat, spec, rows)).select(
-        *spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))], *spec.stored_columns)
+        *spec.keys, POSITION, *[f"c{i}" for i in range(len(attrs))], *spec.tail_columns)
 
 
 def _numbered(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
@@ -524,8 +534,8 @@ def tail_kept(spec: RunningSpec, numbered: DataFrame) -> DataFrame:
         last = F.col("__odf_last")
     first, oldest, nulls = F.lit(0), last, F.lit(False)
     if spec.looks_ahead:  # the first row output again, from the last: how far back what it reads reaches
-        numbered = numbered.withColumn("__odf_changed", spec.changed(position, order, last, known))
-        changed = F.col("__odf_changed")
+        numbered = numbered.withColumn(CHANGED, spec.changed(position, order, last, known))
+        changed = F.col(CHANGED)
         numbered = numbered.withColumn("__odf_first", F.coalesce(F.max(F.when(changed, position)).over(whole),
                                                                  F.lit(0)))
         first = F.col("__odf_first")
@@ -576,10 +586,11 @@ def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
 
 def _extended_tail(cat: Catalyst, spec: RunningSpec, old_tail: DataFrame, own: DataFrame, added: DataFrame
                    ) -> DataFrame:
-    """The tails of partitions that got rows after their old tail (``own``: the new rows, with the values of
-    :attr:`RunningSpec.stored_columns` they are output with; ``added``: per partition the new last ORDER BY value
-    ``l0`` and the number of new rows ``__odf_rows``): the old tail's rows moved back by the number of new rows,
-    then the new rows, as far as :func:`tail_kept` keeps them. The old tail holds every row the new tail can keep."""
+    """The tails of partitions that got rows after their old tail, of a window whose rows are not output again
+    (``own``: the new rows; ``added``: per partition the new last ORDER BY value ``l0`` and the number of new rows
+    ``__odf_rows``): the old tail's rows moved back by the number of new rows, then the new rows, as far as
+    :func:`tail_kept` keeps them. The old tail holds every row the new tail can keep. (Beside rows output again the
+    new tail is taken from the rows the window ran over, with the values they are output with.)"""
     attrs = cat.items(spec.child.output())
     rows = [f"c{i}" for i in range(len(attrs))]
     a = added.select(*[F.col(k).alias(f"n_{k}") for k in spec.keys], F.col(ROWS).alias("n_rows"),
@@ -590,11 +601,12 @@ def _extended_tail(cat: Catalyst, spec: RunningSpec, old_tail: DataFrame, own: D
                                         *[(o, e) for o, e in zip(spec.order_columns, spec.order)],
                                         *[(f"__odf_x{j}", f.skips) for j, f in spec.counted.items()]],
                     keep=[c for c in moved.columns if c not in rows])
-    columns = [*spec.keys, POSITION, *rows, *spec.stored_columns]
-    if not (spec.uppers or spec.counted or (spec.ahead and spec.lowers)):  # the tail reaches a fixed number of rows
-        # and values from the partition's last: the new rows' own tail, and the old rows within that reach
-        keep = spec.read(F.col(POSITION), F.col("o0") if spec.values else None, {}, F.lit(spec.ahead),
-                         F.col("n_last"), F.lit(False))
+    assert not spec.looks_ahead
+    columns = [*spec.keys, POSITION, *rows]
+    if not spec.counted:  # the tail reaches a fixed number of rows and values back from the partition's last: the
+        # new rows' own tail, and the old rows within that reach
+        keep = spec.read(F.col(POSITION), F.col("o0") if spec.values else None, {}, F.lit(0), F.col("n_last"),
+                         F.lit(False))
         return tail_rows(cat, spec, own).unionByName(moved.where(keep).select(*columns))
     new = _numbered(cat, spec, own)
     return tail_kept(spec, new.unionByName(moved.select(*new.columns))).select(*columns)
@@ -658,13 +670,13 @@ def _window(cat: Catalyst, node: Any, rows: DataFrame, extra: Sequence[str]) -> 
 def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, states: DataFrame, tails: DataFrame,
                new_only: bool) -> DataFrame:
     """The window's output over ``rows``: the ``tails`` (the last rows, by position, with their
-    :attr:`RunningSpec.stored_columns`) of ``states``' partitions, with or without new rows after them (no
-    position). Each running function's fold over the tail is replaced by the partition's state (the same shift for
-    every row of a partition), and a tail row takes its stored values; with ``new_only`` the tails' own rows are
-    dropped (no lead: their output does not change). The new rows are those without a position."""
+    :attr:`RunningSpec.tail_columns`) of ``states``' partitions and the new rows after them (no position). Each
+    running function's fold over the tail is replaced by the partition's state (the same shift for every row of a
+    partition), and at a tail row a function that reads no row after it takes its stored value; with ``new_only``
+    the tails' own rows are dropped (no lead: their output does not change)."""
     width = len(cat.items(spec.child.output()))
     row_cols = [f"c{i}" for i in range(width)]
-    extra = [POSITION, *spec.stored_columns]
+    extra = [POSITION, *spec.tail_columns]
     window = _window(cat, node, rows.select(*row_cols, *extra), extra)
     out_attrs = cat.items(node.output())
     keyed = project(cat, window, out_attrs, [(f"c{i}", a) for i, a in enumerate(out_attrs)]
@@ -680,11 +692,12 @@ def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, sta
     cols = [F.col(f"c{i}") for i in range(width)]
     for j, f in enumerate(spec.functions):
         v = _continued(j, f, F.col(f"c{width + j}"), tail=True)
-        if j in spec.stored:
-            v = F.when(F.col(POSITION).isNotNull(), F.col(f"v{j}")).otherwise(v)
+        if j in spec.stored:  # a function reading rows after the row changes only at a row new rows can change
+            tail = F.col(POSITION).isNotNull() & (~F.col(CHANGED) if f.forward else F.lit(True))
+            v = F.when(tail, F.col(f"v{j}")).otherwise(v)
         cols.append(v.cast(f.result_type).alias(f"c{width + j}"))
     assert len(cols) == len(out_attrs)
-    return joined.select(*cols, POSITION)
+    return joined.select(*cols, POSITION, *([CHANGED] if spec.looks_ahead else []))
 
 
 # -- a step ---------------------------------------------------------------------------------------------------------
@@ -724,20 +737,24 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         assert old_tail is not None
         tailed = by_keys(mine, late, keys, "left_anti") if seen["__odf_rows"] else mine
         kept, _ = step.keep(by_keys(old_tail, tailed.select(*keys), keys, "left_semi"))
-        stored = spec.stored_columns
-        tails = kept.select(*row_cols, POSITION, *stored)
+        extra = spec.tail_columns
+        tails = kept.select(*row_cols, POSITION, *extra)
         types = {f.name: f.dataType for f in kept.schema.fields}
-        new_rows = appended.select(*row_cols, *[F.lit(None).cast(types[c]).alias(c) for c in (POSITION, *stored)])
+        new_rows = appended.select(*row_cols, *[F.lit(None).cast(types[c]).alias(c) for c in (POSITION, *extra)])
         lead = spec.looks_ahead
         over = _over_tail(cat, spec, op.node, new_rows.unionByName(tails), tailed, tails, not lead)
-        pos = [over.drop(POSITION)]
-        if lead:  # the tails' rows as they were output, retracted (those whose output is the same cancel out)
-            neg.append(_over_tail(cat, spec, op.node, tails, tailed, tails, False).drop(POSITION))
-        own = appended.select(*row_cols)
-        if stored:  # the new rows with the values they are output with
-            own = over.where(F.col(POSITION).isNull()).select(
-                *row_cols, *[F.col(f"c{width + j}").alias(f"v{j}") for j in spec.stored])
-        tail_parts.append(_extended_tail(cat, spec, kept, own, added))
+        if lead:  # the tails' rows new rows can change, retracted as they were output and output with their new
+            # values (those whose output is the same cancel out); the new tail from the tails' rows and the new rows,
+            # with the values they are output with now
+            pos = [over.where(F.col(POSITION).isNull() | F.col(CHANGED)).drop(POSITION, CHANGED)]
+            neg.append(tails.where(F.col(CHANGED)).select(
+                *row_cols, *[F.col(f"v{j}").cast(f.result_type).alias(f"c{width + j}")
+                             for j, f in enumerate(spec.functions)]))
+            tail_parts.append(tail_rows(cat, spec, over.select(
+                *row_cols, *[F.col(f"c{width + j}").alias(f"v{j}") for j in spec.stored])))
+        else:
+            pos = [over.drop(POSITION)]
+            tail_parts.append(_extended_tail(cat, spec, kept, appended.select(*row_cols), added))
     else:
         pos = [_extended(cat, spec, op.node, evaluate(cat, op.node, {(0,): appended.select(*row_cols)}), mine)]
     extended = _merged(spec, mine, added)
