@@ -916,19 +916,20 @@ def bench_lag(ctx: Ctx) -> str:
 
 
 def bench_lead(ctx: Ctx) -> str:
-    """lead() beside a running sum and max per key (.running: the last row is the tail, kept with the sum and max it
-    was output with): a step vs a batch query."""
+    """lead() beside a running sum and max per key (.running: the last row is the tail, kept with the values it was
+    output with): a step vs a batch query."""
     results: list[Result] = []
     notes: list[str] = []
     _keyed_runs(ctx, 8, KeyedQuery("next event time, running balance and high per key (100k keys, computed key)",
                                    LEAD_SQL, ("src",), "the running state: one row per key (last event time, row "
-                                   "count, sum, max) and a tail table of each key's last row with its balance and "
-                                   "high as output"), results, notes)
+                                   "count, sum, max) and a tail table of each key's last row with its next_time, "
+                                   "balance and high as output"), results, notes)
     return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids; a new row changes "
-                       "the next_time of its partition's last row, which is retracted and output again with the "
-                       "balance and high it had (kept in the tail), and the new rows continue the partitions' "
-                       "running state. The key is computed, so key ranges cannot prune the history: the engine "
-                       "before recomputed the touched partitions from all of it (docs/transforms.md).", results, notes)
+                       "the next_time of its partition's last row, which is retracted as it was output (kept in the "
+                       "tail) and output again with the balance and high it had, and the new rows continue the "
+                       "partitions' running state. The key is computed, so key ranges cannot prune the history: the "
+                       "engine before recomputed the touched partitions from all of it (docs/transforms.md).", results,
+                       notes)
 
 
 def bench_fill(ctx: Ctx) -> str:
