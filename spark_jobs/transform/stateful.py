@@ -304,8 +304,11 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
         if step is not None:
             from spark_jobs.transform import incremental
 
-            states = {name: step.keep(df)[0] for op in step.plan.ops if op.kind != incremental.keyed.KIND
-                      for name, df in incremental.initial_states(step, op).items()}
+            states: dict[str, Any] = {}
+            for op in step.plan.ops:  # children first: an operator's table may derive from those below it
+                if op.kind != incremental.keyed.KIND:
+                    states.update({name: step.keep(df)[0]
+                                   for name, df in incremental.initial_states(step, op, states).items()})
             t1 = time.monotonic()
             sizes = incremental.write_checkpoint(step, request, states)
             diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1

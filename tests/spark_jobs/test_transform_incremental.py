@@ -207,6 +207,11 @@ FAMILIES = {
                                  "count(x) OVER (PARTITION BY k ORDER BY t) AS nx FROM (SELECT *, TIMESTAMP"
                                  "'2024-01-01 00:00:00Z' + make_dt_interval(m, m % 7, 0, 0) AS t FROM (SELECT *, "
                                  "CAST((unix_seconds(event_time) - 1704067200) / 60 AS INT) AS m FROM a))"), ()),
+    # a running window over one that outputs rows again, reading its values: a row output again changes the sums
+    "running_over_ahead": (sql(f"SELECT event_time, k, x, ahead, sum(ahead) OVER w AS total, max(x) OVER w AS hi "
+                               "FROM (SELECT *, count(*) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN "
+                               "CURRENT ROW AND INTERVAL 5 MINUTES FOLLOWING) AS ahead FROM a) WINDOW w AS "
+                               f"(PARTITION BY k ORDER BY {SEQ})"), ()),
     # two windows with different orders, the lower one outputting rows again: the upper one reads retractions
     "running_stacked": (sql("SELECT event_time, k, x, count(*) OVER (PARTITION BY k ORDER BY event_time RANGE "
                             "BETWEEN CURRENT ROW AND INTERVAL 5 MINUTES FOLLOWING) AS ahead, lag(x) OVER w AS below, "
@@ -645,6 +650,73 @@ def test_an_operators_change_reaches_the_operator_above_computed_once(spark, tmp
         kinds = {leaves.apply(i).getClass().getSimpleName() for i in range(leaves.size())}
         assert kinds == {"LogicalRDD"} and plan.treeString().count("\n") <= 3, plan.treeString()
     assert spark.sparkContext._jsc.sc().getPersistentRDDs().size() == held
+
+
+def test_a_row_the_window_below_outputs_again_keeps_the_values_the_window_above_gave_it(spark, tmp_path):
+    """Over a window that outputs rows again (a count of the next 2 minutes), a running window with another ORDER BY
+    keeps the values it gave the rows the lower one can still change: a row retracted and output again with the same
+    columns the upper window reads keeps them, and appends read no history. A late row and a removal below
+    recompute the partitions they touch, as before."""
+    transform = sql("SELECT event_time, k, x, count(*) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN "
+                    "CURRENT ROW AND INTERVAL 2 MINUTES FOLLOWING) AS ahead, sum(x) OVER (PARTITION BY k ORDER BY "
+                    "event_time, x) AS upto FROM a")
+    history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3)], Event(OP_APPEND, minutes(1), ("q", 5)),
+               Event(OP_APPEND, minutes(4), ("p", 4)), Event(OP_APPEND, minutes(2), ("q", 6)),
+               Event(OP_APPEND, minutes(5), ("p", 5)), Event(OP_APPEND, minutes(6), ("p", 6)),
+               # late, beside p's 5 and 6 output again: p is recomputed from its history (the rows output again are
+               # output with it, once) and keeps the values it gave them
+               Event(OP_APPEND, minutes(0), ("p", 0)), Event(OP_APPEND, minutes(7), ("p", 7)),
+               Event(OP_APPEND, minutes(8), ("p", 8)),  # p's 6 and 7 output again with the recomputed values
+               Event(R, minutes(1), ("q", 5))]  # q's first row removed: q is recomputed
+    inc = _run_both(spark, tmp_path, transform, history, [Txn({"a": 4}), Txn({"a": 2}), Txn({"a": 2}),
+                                                          Txn({"a": 2}), Txn({"a": 1}), Txn({"a": 1})])
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild", *["incremental"] * 5], diags
+    assert [d.get("history") is None for d in diags[1:]] == [True, True, False, True, False], diags
+    rows = [sorted((r["op"], r["k"], r["event_time"].minute, r["ahead"], r["upto"]) for r in t.to_pylist())
+            for t in inc.result.slices[1:3]]
+    # p's minute 3 and 4 counted minute 4 (and 5): retracted and output with the running sums they had
+    assert rows == [sorted([(OP_APPEND, "p", 4, 1, 10), (OP_APPEND, "q", 2, 1, 11), (R, "p", 2, 2, 3),
+                            (OP_APPEND, "p", 2, 3, 3), (R, "p", 3, 1, 6), (OP_APPEND, "p", 3, 2, 6),
+                            (R, "q", 1, 1, 5), (OP_APPEND, "q", 1, 2, 5)]),
+                    sorted([(OP_APPEND, "p", 5, 2, 15), (OP_APPEND, "p", 6, 1, 21), (R, "p", 3, 2, 6),
+                            (OP_APPEND, "p", 3, 3, 6), (R, "p", 4, 1, 10), (OP_APPEND, "p", 4, 3, 10)])], rows
+    _, tables = checkpoint_tables(inc.checkpoint)
+    kept = next(t for name, t in tables.items() if name.endswith("/reissued")).to_pylist()
+    # the rows the count can still change (within 2 minutes of the partition's last): p's 6, 7, 8 and q's 2
+    assert sorted((r["c1"], r["c2"], r["c3"], r["v0"]) for r in kept) == \
+        [("p", 6, 3, 21), ("p", 7, 2, 28), ("p", 8, 1, 36), ("q", 6, 1, 6)], kept
+    window = [o for o in inc.result.responses[0].raw.diagnostics.operators if o.operator == "Window"]
+    assert "a row the window below outputs again with the same 3 column(s) this one reads keeps the values this " \
+           "window gave it" in window[0].detail, window
+
+
+def test_a_row_output_again_unchanged_for_the_window_above_keeps_its_entry(spark, tmp_path):
+    """Between the two windows a projection can map a row output again to the same row (a count of the next 3
+    minutes of 2 and then 3 is ``big`` both times): the upper window retracts and outputs it with its kept values
+    (they cancel out) and keeps its entry for the next time (the count of 4), reading no history."""
+    transform = sql("SELECT event_time, k, x, big, sum(x) OVER (PARTITION BY k ORDER BY event_time, x) AS upto FROM "
+                    "(SELECT *, count(*) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN CURRENT ROW AND "
+                    "INTERVAL 3 MINUTES FOLLOWING) > 1 AS big FROM a)")
+    history = [Event(OP_APPEND, minutes(i), ("p", i)) for i in range(1, 8)]
+    inc = _run_both(spark, tmp_path, transform, history, [Txn({"a": 2}), *[Txn({"a": 1})] * 5])
+    assert [r.diagnostics.get("history") is None for r in inc.result.responses[1:]] == [True] * 5
+    _, tables = checkpoint_tables(inc.checkpoint)
+    kept = next(t for name, t in tables.items() if name.endswith("/reissued")).to_pylist()
+    assert sorted((r["c2"], r["c3"], r["v0"]) for r in kept) == [(4, True, 10), (5, True, 15), (6, True, 21),
+                                                                 (7, False, 28)], kept
+
+
+def test_a_row_output_again_with_a_value_the_window_above_reads_recomputes_its_partition(spark, tmp_path):
+    """A running window that reads the values of the window below it (a running sum of a count of the next minutes):
+    a row output again with a new count changes its sum and those after it, so its partition is recomputed."""
+    transform = FAMILIES["running_over_ahead"][0]
+    history = [Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3, 4, 5)]
+    inc = _run_both(spark, tmp_path, transform, history, [Txn({"a": 3}), Txn({"a": 1}), Txn({"a": 1})])
+    assert [r.diagnostics.get("history") is None for r in inc.result.responses[1:]] == [False, False]
+    assert sorted((r["op"], r["x"], r["ahead"], r["total"]) for r in inc.result.slices[1].to_pylist()) == sorted(
+        [(R, 1, 3, 3), (R, 2, 2, 5), (R, 3, 1, 6), (OP_APPEND, 1, 4, 4), (OP_APPEND, 2, 3, 7), (OP_APPEND, 3, 2, 9),
+         (OP_APPEND, 4, 1, 10)])
 
 
 def test_a_frame_of_months_keeps_the_rows_within_months_of_its_last_value(spark, tmp_path):

@@ -27,7 +27,7 @@ from spark_jobs.columns import col
 from spark_jobs.parquet_files import local_path, num_rows
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.checkpoint import stateful_meta
-from spark_jobs.transform.incremental import aggregate, key_ranges, keyed, running, top
+from spark_jobs.transform.incremental import aggregate, key_ranges, keyed, reissued, running, top
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
 from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
@@ -69,6 +69,8 @@ def state_tables(op: Op) -> list[tuple[str, str, list[str]]]:
     found = [(op.id, op_table(op), op.spec.keys)]
     if op.kind == running.KIND and op.spec.has_tail:
         found.append((tail_table(op.id), tail_table(op_table(op)), op.spec.keys))
+    if op.kind == running.KIND and op.spec.reads:
+        found.append((reissued.table(op.id), reissued.table(op_table(op)), op.spec.keys))
     if op.kind == "aggregate":
         found += [(values_table(op.id, j), values_table(op_table(op), j), op.spec.keys)
                   for j in aggregate.distinct_adapters(op.spec)]
@@ -175,6 +177,12 @@ class Step:
             return Delta(self._leaf(change.pos), change.neg, gains_only=True)
         return cancel(change, self._leaf)
 
+    def leaf(self, df: DataFrame) -> DataFrame:
+        """A frame computed once into a local checkpoint (released at the end of the step): a plan that joins two
+        frames derived from one persisted frame recomputes it (the join renames one side's attributes, and the
+        renamed plan no longer matches the cached one); a checkpointed leaf has no plan to recompute."""
+        return self._leaf(df)
+
     def _leaf(self, df: DataFrame) -> DataFrame:
         leaf = df.localCheckpoint(eager=True)
         self._leaves.append(leaf)
@@ -226,8 +234,9 @@ def _restrict(df: DataFrame, keys_df: DataFrame, keys: Sequence[str]) -> DataFra
     return df.join(wanted, same_keys(df, wanted, keys, list(wanted.columns)), "left_semi")
 
 
-def initial_states(step: Step, op: Op) -> dict[str, DataFrame]:
-    """An operator's state tables (by their names in a step's states) from its child's whole history."""
+def initial_states(step: Step, op: Op, below: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
+    """An operator's state tables (by their names in a step's states) from its child's whole history (``below``:
+    the tables of the operators below it)."""
     if op.kind == top.KIND:
         return {op.id: top.initial(step.cat, op.spec, step.replay(op.spec.child))}
     if op.kind == running.KIND:
@@ -235,6 +244,9 @@ def initial_states(step: Step, op: Op) -> dict[str, DataFrame]:
         tail = {tail_table(op.id): running.tail_rows(step.cat, op.spec, running.with_values(step.cat, op.spec, op.node,
                                                                                              rows))
                 } if op.spec.has_tail else {}
+        if op.spec.reads:
+            tail[reissued.table(op.id)] = reissued.initial(step.cat, op.spec, op.node, rows,
+                                                           reissued.reissuable(step.cat, op, below))
         return {op.id: running.initial(step.cat, op.spec, rows), **tail}
     rows = _rows(step, op, step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
     values = aggregate.distinct_adapters(op.spec)
@@ -376,10 +388,19 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
         elif op.kind == top.KIND:
             change, states[op.id] = top.step(step, op, old_states[op.id], changes)
         elif op.kind == running.KIND:
-            change, states[op.id], tail = running.step(step, op, old_states[op.id], changes,
-                                                       old_states.get(tail_table(op.id)))
+            again = None
+            if op.spec.reads:  # the window below's new tail is read here and written to the checkpoint: once
+                below = reissued.below(op.children[0])
+                assert below is not None
+                states[tail_table(below.id)] = states[tail_table(below.id)].persist()
+                step.hold(states[tail_table(below.id)])
+                again = (old_states[reissued.table(op.id)], reissued.reissuable(step.cat, op, states))
+            change, states[op.id], tail, values = running.step(step, op, old_states[op.id], changes,
+                                                               old_states.get(tail_table(op.id)), again)
             if tail is not None:
                 states[tail_table(op.id)] = tail
+            if values is not None:
+                states[reissued.table(op.id)] = values
         else:
             change, tables, found = aggregate_step(step, op, old_states, changes, paired and top_node)
             states.update(tables)

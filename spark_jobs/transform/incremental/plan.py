@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from odf_core.engine.protocol import OperatorPlan
@@ -173,8 +173,14 @@ class _Analyzer:
     def _operator(self, node: Any, kind: str, spec: Any, where: str, path: Path, depth: int, out: list[Frontier]
                   ) -> None:
         """An operator whose spec names itself (``operator``, ``detail``), over segments of each of its children."""
+        line = len(self.lines)  # the operator's line comes before its children's
         self.lines.append(OperatorPlan(depth=depth, operator=spec.operator, path=PATH_INCREMENTAL, detail=spec.detail))
         kids = [self.segment(c, f"{where}.{i}", depth + 1) for i, c in enumerate(self.cat.items(node.children()))]
+        if kind == "running":  # over a window that outputs rows again
+            from spark_jobs.transform.incremental import reissued
+
+            spec = reissued.annotate(self.cat, node, spec, kids[0])
+            self.lines[line] = replace(self.lines[line], detail=spec.detail)
         op = Op(where, kind, node, kids, spec)
         self.ops.append(op)
         out.append(Frontier(path, node, "op", op=op))

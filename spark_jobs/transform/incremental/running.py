@@ -56,6 +56,9 @@ holds them and every row any function reads at them or at a new row (:func:`tail
 of them that a lag or a frame of rows reads and the rows down to its ORDER BY value plus a frame's lower offset (a
 lag IGNORE NULLS keeps its values as output instead, see above). As many rows as the data has there: the state of
 the open frames.
+
+A running window over such a window reads its rows output again as a removal and a new row; it keeps the values it
+gave the rows the window below can still output again, so that those are not removals (:mod:`.reissued`).
 """
 from __future__ import annotations
 
@@ -123,6 +126,8 @@ class RunningSpec(WindowColumns):
     functions: tuple[RunningFunction, ...]  # one per window expression, in the node's output order
     child: Any
     detail: str
+    reads: tuple[int, ...] | None = None  # over a window that outputs rows again: the child's columns (by position)
+    # this window reads; it keeps its values at the rows the window below can output again (:mod:`.reissued`)
 
     @property
     def counts(self) -> list[str]:
@@ -179,12 +184,13 @@ class RunningSpec(WindowColumns):
         read rows that its tail did not hold before (a lag or a frame of rows beside a frame of values reaching
         FOLLOWING rows or an IGNORE NULLS lead; a frame's lower offset beside another function whose rows output
         again): an older tail may lack them; "outputs" where rows are output again (:attr:`stored`): an older tail
-        kept the values of some functions only."""
+        kept the values of some functions only; "reissued" where it keeps the values of rows the window below outputs
+        again (:mod:`.reissued`): an older state has no such table."""
         beyond = self.uppers or len(self.lagging) < len(self.counted)  # rows output again beyond the last ``ahead``
         lowered = any(f.lower is not None and any(g.forward for g in self.functions if g is not f)
                       for f in self.functions)
         names = ["tail-reads"] if (self.behind and beyond) or lowered else []
-        return "+".join(names + (["outputs"] if self.looks_ahead else []))
+        return "+".join(names + (["outputs"] if self.looks_ahead else []) + (["reissued"] if self.reads else []))
 
     @property
     def stored(self) -> list[int]:
@@ -702,10 +708,13 @@ def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, sta
 
 # -- a step ---------------------------------------------------------------------------------------------------------
 
-def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFrame | None = None
-         ) -> tuple["Delta", DataFrame, DataFrame | None]:
-    """The change of the window's output, the new states and (a lag or lead) the new tail table."""
-    from spark_jobs.transform.incremental import keyed, segment_change
+def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFrame | None = None,
+         reissue: tuple[DataFrame, DataFrame] | None = None
+         ) -> tuple["Delta", DataFrame, DataFrame | None, DataFrame | None]:
+    """The change of the window's output, the new states, (a lag or lead) the new tail table and (over a window that
+    outputs rows again, ``reissue``: the old table of :mod:`.reissued` and the child's rows the window below can
+    output again after this step) the new table of reissued rows' values."""
+    from spark_jobs.transform.incremental import keyed, reissued, segment_change
     from spark_jobs.transform.incremental.delta import Delta
 
     spec: RunningSpec = op.spec
@@ -716,7 +725,12 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
     d = segment_change(step, op.children[0], changes)
     if d.empty:
         nothing = empty(step.session, cat.items(op.node.output()))
-        return Delta(nothing, nothing, empty=True), old, old_tail
+        return Delta(nothing, nothing, empty=True), old, old_tail, None if reissue is None else reissue[0]
+    pairs = None
+    if reissue is not None and not d.gains_only:  # rows the window below output again, with the same values here
+        tagged = step.leaf(reissued.pair(cat, spec, d.pos, d.neg, reissue[0]))
+        pairs = reissued.pairs_of(tagged)
+        d = Delta(*reissued.rest(tagged, width))
     gained, _ = step.keep(_columns(cat, spec, expand(d.pos), attrs, rows=True, args=False))
     lost_keys = None if d.gains_only else _columns(cat, spec, expand(d.neg), attrs, args=False).select(*keys)
     touched = gained.select(*keys)
@@ -785,7 +799,16 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         new_tail = by_keys(old_tail, touched, keys, "left_anti")
         for p in tail_parts:
             new_tail = new_tail.unionByName(p.select(*old_tail.columns))
+    new_table = None
+    if pairs is not None:  # a reissued row of a recomputed partition is output with the partition
+        now = by_keys(pairs, late, keys, "left_anti") if seen["__odf_rows"] else pairs
+        pos.append(reissued.output(spec, now, width, gained=True))
+        neg.append(reissued.output(spec, now, width, gained=False))
     out_pos = keyed.union_frames(pos)
+    if reissue is not None:  # the output rows are read twice: by the operator above and by the table's update
+        out_pos = step.leaf(out_pos)
+        new_table = reissued.updated(cat, spec, reissue[0], pairs, late if seen["__odf_rows"] else None, out_pos,
+                                     reissue[1])
     out_neg = keyed.union_frames(neg) if neg else empty(step.session, cat.items(op.node.output()))
-    gains_only = d.gains_only and not seen["__odf_rows"] and not spec.looks_ahead
-    return Delta(out_pos, out_neg, gains_only=gains_only), new, new_tail
+    gains_only = d.gains_only and not seen["__odf_rows"] and not spec.looks_ahead and pairs is None
+    return Delta(out_pos, out_neg, gains_only=gains_only), new, new_tail, new_table

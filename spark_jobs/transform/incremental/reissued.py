@@ -1,0 +1,193 @@
+"""A running window over a window that outputs rows again: the values it gave the rows the window below can retract.
+
+A window whose rows are output again (a ``lead``, a frame reaching FOLLOWING rows: :attr:`.running.RunningSpec.
+looks_ahead`) retracts a row it output and outputs it with new values. For the running window above it that is a
+removal and a new row, and a removal recomputes the partition from its history (:mod:`.running`): every step would
+read the history. But the row comes back with the same values of every column the upper window reads (its PARTITION
+BY, ORDER BY and arguments: the lower window's values change, and the upper one reads other columns), so the upper
+window's values at it do not change, nor anywhere else: only the columns it passes through do. So the upper window
+keeps, in a table of its state, the values it gave each row the lower window can still output again (its tail's rows
+that new rows can change, :attr:`.running.CHANGED`, through the row-wise nodes between the two), and a retraction
+that matches one of them, with a new row that has the same values of the columns the upper window reads, is a
+*reissued* row: retracted with its kept values, output again with them, and no partition is recomputed.
+
+Other retractions (a late row or a removal below recomputes the lower window's partitions), and rows that read
+different values now, keep the recomputation by key. An upper window whose own rows are output again is not
+eligible: its tail would keep the rows' old columns.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Mapping
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental.frames import evaluate, expand
+
+if TYPE_CHECKING:
+    from spark_jobs.transform.incremental.plan import Op, Segment
+    from spark_jobs.transform.incremental.running import RunningSpec
+
+ROW, NTH, READ = "__odf_row", "__odf_nth", "__odf_read"
+LOST, GAINED, MATCHED = "__odf_lost", "__odf_gained", "__odf_matched"
+
+
+def table(op_id: str) -> str:
+    """The name (in the checkpoint and in a step's states) of a running window's table of the values it gave the
+    rows the window below it can output again."""
+    return f"{op_id}/reissued"
+
+
+def below(seg: "Segment") -> "Op | None":
+    """The running window that outputs rows again under a segment of row-wise nodes, if it is the segment's only
+    source of rows."""
+    from spark_jobs.transform.incremental import running
+
+    if len(seg.frontiers) != 1 or seg.frontiers[0].kind != "op":
+        return None
+    op = seg.frontiers[0].op
+    return op if op is not None and op.kind == running.KIND and op.spec.looks_ahead else None
+
+
+def annotate(cat: Catalyst, node: Any, spec: "RunningSpec", child: "Segment") -> "RunningSpec":
+    """``spec`` marked to keep the values of reissued rows (:attr:`.running.RunningSpec.reads`: the child's columns
+    the window reads) when the window below it outputs rows again and its own rows are not."""
+    if spec.looks_ahead or below(child) is None:
+        return spec
+    ids = {a.exprId().id() for a in cat.items(node.references().toSeq())}
+    reads = tuple(i for i, a in enumerate(cat.items(spec.child.output())) if a.exprId().id() in ids)
+    detail = (f"{spec.detail}; a row the window below outputs again with the same {len(reads)} column(s) this one "
+              "reads keeps the values this window gave it (kept while the window below can change the row)")
+    return replace(spec, reads=reads, detail=detail)
+
+
+def reissuable(cat: Catalyst, op: "Op", states: Mapping[str, DataFrame]) -> DataFrame:
+    """The rows of ``op``'s child (by position) that the window below can output again after this step: its new
+    tail's rows that new rows can change, as it output them, through the row-wise nodes between."""
+    from spark_jobs.transform.incremental import running, tail_table
+
+    seg = op.children[0]
+    frontier = seg.frontiers[0]
+    lower = frontier.op
+    assert lower is not None
+    width = len(cat.items(lower.spec.child.output()))
+    tail = states[tail_table(lower.id)].where(F.col(running.CHANGED))
+    rows = tail.select(*[f"c{i}" for i in range(width)],
+                       *[F.col(f"v{j}").alias(f"c{width + j}") for j in range(len(lower.spec.functions))])
+    return evaluate(cat, seg.node, {frontier.path: rows})
+
+
+def _row(width: int) -> Column:
+    return F.struct(*[F.col(f"c{i}") for i in range(width)])
+
+
+def _values(spec: "RunningSpec") -> list[str]:
+    return [f"v{j}" for j in range(len(spec.functions))]
+
+
+def kept(cat: Catalyst, spec: "RunningSpec", out: DataFrame) -> DataFrame:
+    """Output rows of the window (by position: its child's columns, then its values) as the table keeps them: the
+    partition keys, the child's columns ``c<i>`` and the values ``v<j>``."""
+    from spark_jobs.transform.incremental.running import _columns
+
+    attrs = cat.items(spec.child.output())
+    width = len(attrs)
+    rows = out.select(*[f"c{i}" for i in range(width)],
+                      *[F.col(f"c{width + j}").alias(f"v{j}") for j in range(len(spec.functions))])
+    return _columns(cat, spec, rows, attrs, rows=True, args=False, keep=_values(spec)).select(
+        *spec.keys, *[f"c{i}" for i in range(width)], *_values(spec))
+
+
+def pair(cat: Catalyst, spec: "RunningSpec", pos: DataFrame, neg: DataFrame, table: DataFrame) -> DataFrame:
+    """The rows of a change (``pos``, ``neg``: the child's rows gained and lost) tagged as reissued or not, in one
+    frame to materialise. A lost row takes the kept entry of the same row (the table has at most one: identical rows
+    have none, :func:`updated`; of identical lost rows only the first); a gained row with the same values of the
+    columns the window reads takes a lost row that has one (the n-th the n-th). A row of the frame is a pair
+    (:data:`LOST` and :data:`GAINED`: the lost row ``c<i>`` and its ``__odf_row``, the gained row ``g<i>``, the keys
+    and the kept values ``v<j>``), or a lost or a gained row left (:func:`rest`)."""
+    width = len(cat.items(spec.child.output()))
+    rows = [f"c{i}" for i in range(width)]
+    values = _values(spec)
+    read = F.struct(*[F.col(f"c{i}") for i in spec.reads])
+    lost = expand(neg).select(*rows).withColumn(ROW, _row(width))
+    lost = lost.withColumn(NTH, F.row_number().over(Window.partitionBy(ROW).orderBy(ROW)))
+    wanted = F.broadcast(lost.select(F.col(ROW).alias("l_row")).distinct())
+    entries = table.join(wanted, _row(width).eqNullSafe(F.col("l_row")), "left_semi")
+    e = entries.select(_row(width).alias("e_row"), *spec.keys, *values, F.lit(True).alias(MATCHED))
+    tagged = lost.join(e, lost[ROW].eqNullSafe(e["e_row"]) & (lost[NTH] == 1), "left") \
+        .drop("e_row").withColumn(READ, read).withColumn(LOST, F.lit(True))
+    tagged = tagged.withColumn(MATCHED, F.coalesce(F.col(MATCHED), F.lit(False)))
+    tagged = tagged.withColumn(NTH, F.row_number().over(Window.partitionBy(READ, MATCHED).orderBy(ROW, NTH)))
+    gained = expand(pos).select(*[F.col(c).alias(f"g{i}") for i, c in enumerate(rows)])
+    gained = gained.withColumn("g_read", F.struct(*[F.col(f"g{i}") for i in spec.reads]))
+    gained = gained.withColumn("g_nth", F.row_number().over(Window.partitionBy("g_read").orderBy(
+        F.struct(*[F.col(f"g{i}") for i in range(width)])))).withColumn(GAINED, F.lit(True))
+    both = tagged.join(gained, tagged[READ].eqNullSafe(gained["g_read"]) & (tagged[NTH] == gained["g_nth"])
+                       & tagged[MATCHED], "full_outer")
+    return both.select(*spec.keys, *rows, *[f"g{i}" for i in range(width)], *values, ROW,
+                       F.coalesce(F.col(LOST), F.lit(False)).alias(LOST),
+                       F.coalesce(F.col(GAINED), F.lit(False)).alias(GAINED))
+
+
+def pairs_of(tagged: DataFrame) -> DataFrame:
+    return tagged.where(F.col(LOST) & F.col(GAINED))
+
+
+def rest(tagged: DataFrame, width: int) -> tuple[DataFrame, DataFrame]:
+    """The gained rows and the lost rows (by position) of a tagged change (:func:`pair`) that are not reissued."""
+    gained = tagged.where(~F.col(LOST)).select(*[F.col(f"g{i}").alias(f"c{i}") for i in range(width)])
+    lost = tagged.where(~F.col(GAINED)).select(*[f"c{i}" for i in range(width)])
+    return gained, lost
+
+
+def output(spec: "RunningSpec", pairs: DataFrame, width: int, gained: bool) -> DataFrame:
+    """The window's output rows of reissued rows (by position): the gained rows, or the lost ones, with the kept
+    values."""
+    cols = [F.col(f"g{i}" if gained else f"c{i}").alias(f"c{i}") for i in range(width)]
+    return pairs.select(*cols, *[F.col(f"v{j}").cast(f.result_type).alias(f"c{width + j}")
+                                 for j, f in enumerate(spec.functions)])
+
+
+def updated(cat: Catalyst, spec: "RunningSpec", old: DataFrame, pairs: DataFrame | None,
+            recomputed: DataFrame | None, out: DataFrame, reissuable: DataFrame) -> DataFrame:
+    """The new table: the old entries but those ``pairs`` used and those of ``recomputed`` partitions (keys), then the
+    window's output rows of this step (``out``, by position: reissued rows with their kept values), as far as the
+    window below can still output them again (``reissuable``, the child's rows). Identical rows keep no entry: a
+    row's values are then ambiguous (rows tied on the ORDER BY can have different running values), and its
+    retraction recomputes the partition."""
+    from spark_jobs.transform.incremental.state import by_keys
+
+    width = len(cat.items(spec.child.output()))
+    cols = [*spec.keys, *[f"c{i}" for i in range(width)], *_values(spec)]
+    entries = old
+    if pairs is not None:
+        used = F.broadcast(pairs.select(F.col(ROW).alias("p_row")))
+        entries = entries.join(used, _row(width).eqNullSafe(F.col("p_row")), "left_anti")
+    if recomputed is not None:
+        entries = by_keys(entries, recomputed, spec.keys, "left_anti")
+    new = kept(cat, spec, out)
+    rows = F.broadcast(new.select(_row(width).alias("n_row")))
+    clash = entries.join(rows, _row(width).eqNullSafe(F.col("n_row")), "left_semi").select(_row(width).alias("x_row"))
+    entries = entries.join(rows, _row(width).eqNullSafe(F.col("n_row")), "left_anti")
+    new = _unique(new, width).join(F.broadcast(clash), _row(width).eqNullSafe(F.col("x_row")), "left_anti")
+    return _still_reissuable(entries.select(*cols).unionByName(new.select(*cols)), reissuable, width)
+
+
+def _unique(entries: DataFrame, width: int) -> DataFrame:
+    """The entries of rows that occur once."""
+    counted = entries.withColumn("__odf_same", F.count(F.lit(1)).over(Window.partitionBy(_row(width))))
+    return counted.where(F.col("__odf_same") == 1).drop("__odf_same")
+
+
+def _still_reissuable(entries: DataFrame, reissuable: DataFrame, width: int) -> DataFrame:
+    wanted = reissuable.select(_row(width).alias("w_row")).distinct()
+    return entries.join(wanted, _row(width).eqNullSafe(F.col("w_row")), "left_semi")
+
+
+def initial(cat: Catalyst, spec: "RunningSpec", node: Any, rows: DataFrame, reissuable: DataFrame) -> DataFrame:
+    """The table from the child's whole history (``rows``, by position)."""
+    width = len(cat.items(spec.child.output()))
+    return _unique(_still_reissuable(kept(cat, spec, evaluate(cat, node, {(0,): rows})), reissuable, width), width)
