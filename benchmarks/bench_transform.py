@@ -699,6 +699,9 @@ ROLLING_SQL = ("select event_time, id % 100000 as acct, value, sum(value) over (
 LEAD_SQL = ("select event_time, id % 100000 as acct, value, lead(event_time) over w as next_time, "
             "sum(cast(value * 100 as bigint)) over w as balance, max(cast(value * 100 as bigint)) over w as high "
             "from src window w as (partition by id % 100000 order by event_time)")
+STACKED_LEAD_SQL = ("select event_time, id % 100000 as acct, value, lead(event_time) over (partition by id % 100000 "
+                    "order by event_time) as next_time, sum(cast(value * 100 as bigint)) over (partition by "
+                    "id % 100000 order by id) as balance from src")
 FILL_SQL = ("select event_time, acct, value, lag(known, 2) ignore nulls over w as known_before, lead(known) ignore "
             "nulls over w as next_known, first(known) ignore nulls over (partition by acct order by event_time rows "
             "between current row and unbounded following) as backfill from (select event_time, id % 100000 as acct, "
@@ -948,6 +951,24 @@ def bench_fill(ctx: Ctx) -> str:
                        results, notes)
 
 
+def bench_stacked_lead(ctx: Ctx) -> str:
+    """A running sum over a lead (two stacked windows; .reissued: the upper window keeps the values it gave the rows
+    the lead can output again): a step vs a batch query."""
+    results: list[Result] = []
+    notes: list[str] = []
+    _keyed_runs(ctx, 11, KeyedQuery("next event time, then a running balance per key in id order (100k keys, "
+                                    "computed key)", STACKED_LEAD_SQL, ("src",), "the lead's running state and tail "
+                                    "(each key's last row with its next_time as output); the sum's running state "
+                                    "and the balance it gave each key's last row"), results, notes)
+    return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids. Spark plans the two "
+                       "windows (different ORDER BYs) as two Window operators: the lead below retracts its "
+                       "partitions' last rows and outputs them again with their new next_time; the running sum "
+                       "above finds each of them among the rows it kept the balance of (the rows the lead can still "
+                       "change) and outputs them again with that balance, so no partition is recomputed. The engine "
+                       "before read those retractions as removals and recomputed the touched partitions from the "
+                       "whole history (docs/transforms.md).", results, notes)
+
+
 def bench_moving(ctx: Ctx) -> str:
     """A moving average per key (.running: a frame of rows takes the partition's last rows as state)."""
     results: list[Result] = []
@@ -1124,6 +1145,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_rolling": bench_rolling,
     "bench_fill": bench_fill,
     "bench_stacked": bench_stacked,
+    "bench_stacked_lead": bench_stacked_lead,
 }
 
 TITLES = {
@@ -1149,6 +1171,8 @@ TITLES = {
     "bench_rolling": "Incremental rolling sum over an hour per key (RANGE frame): a transaction vs one batch query over "
                      "everything",
     "bench_stacked": "Fixed cost of two stacked windows (the lower one outputs rows again) vs each window alone",
+    "bench_stacked_lead": "Incremental running sum over a lead per key (two stacked windows): a transaction vs one "
+                          "batch query over everything",
 }
 
 
