@@ -719,6 +719,44 @@ def test_a_row_output_again_with_a_value_the_window_above_reads_recomputes_its_p
          (OP_APPEND, 4, 1, 10)])
 
 
+def _broadcast_frames(spark, since: int, names: tuple[str, ...]) -> list[tuple[set[str], set[str]]]:
+    """Per SQL execution after the ``since``-th that uses any of the columns ``names``: those it uses and those it
+    broadcasts (from the formatted physical plans in the driver's status store)."""
+    found = []
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    for i in range(since, executions.size()):
+        plan = executions.apply(i).physicalPlanDescription()
+        used = {n for n in names if f"{n}#" in plan}
+        nodes = [b for b in plan.split("\n\n") if b.lstrip().startswith("(")]
+        broadcast = {n for b in nodes if "BroadcastExchange" in b.splitlines()[0] for n in names if f"{n}#" in b}
+        if used:
+            found.append((used, broadcast))
+    return found
+
+
+def test_a_change_of_a_step_that_read_history_is_not_broadcast_to_pair_reissued_rows(spark, tmp_path):
+    """The pairing of reissued rows broadcasts frames of the step's change (the lost rows, the output rows) only while
+    the step has read no history: a recomputed partition can retract millions of rows, more than a broadcast (held
+    whole by the driver and every executor) can. Spark's own size-based broadcasts are switched off here, so only
+    the engine's hints show: the lost rows are broadcast in the steps where the window below re-output its rows
+    without reading history, not in the step where a late row made it recompute the partition; the table's update
+    runs after the upper window recomputed (it reads the values of the window below) and broadcasts nothing."""
+    transform = FAMILIES["running_over_ahead"][0]
+    history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3, 4, 5)],
+               Event(OP_APPEND, minutes(0), ("p", 9))]  # late: the window below recomputes p from its history
+    since = spark._jsparkSession.sharedState().statusStore().executionsList().size()
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        inc = _run_both(spark, tmp_path, transform, history, [Txn({"a": 3}), *[Txn({"a": 1})] * 3])
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    assert [r.diagnostics.get("history") for r in inc.result.responses] == \
+        [None, "a 2 of 2 slice(s)", "a 3 of 3 slice(s)", "a 4 of 4 slice(s)"]
+    lost, update = {"l_row"}, {"p_row", "n_row", "x_row"}
+    assert _broadcast_frames(spark, since, ("l_row", "p_row", "n_row", "x_row")) == [
+        (lost, lost), (update, set()), (lost, lost), (update, set()), (lost, set()), (update, set())]
+
+
 def test_a_frame_of_months_keeps_the_rows_within_months_of_its_last_value(spark, tmp_path):
     """A frame of months (a sum over the last month, a count of the rows within the next month) keeps the rows within
     months of the partition's last value, month ends clamped as Spark adds months: appends read no history, and the

@@ -124,6 +124,11 @@ class Step:
         return as_frame(rows_of(self.session, inp, self.schemas[idx], paths, end if straddle else None,
                                 idx in self.changelog, bounds))
 
+    @property
+    def read_history(self) -> bool:
+        """Whether the step has read any input's history so far (its changes may then be as big as a history)."""
+        return bool(self._read)
+
     def history_read(self) -> str | None:
         """What the step read of the inputs' history: ``a 2 of 40 slice(s)`` per input (None: nothing)."""
         if not self._read:

@@ -101,20 +101,29 @@ def kept(cat: Catalyst, spec: "RunningSpec", out: DataFrame) -> DataFrame:
         *spec.keys, *[f"c{i}" for i in range(width)], *_values(spec))
 
 
-def pair(cat: Catalyst, spec: "RunningSpec", pos: DataFrame, neg: DataFrame, table: DataFrame) -> DataFrame:
+def _hinted(df: DataFrame, small: bool) -> DataFrame:
+    """``df`` marked to be broadcast when ``small``: a frame derived from a step's change is as small as the new rows
+    only while the step reads no history (a recomputed partition below can retract millions of rows, more than a
+    broadcast holds); otherwise the join shuffles it, planned for the history read (:mod:`.sizing`)."""
+    return F.broadcast(df) if small else df
+
+
+def pair(cat: Catalyst, spec: "RunningSpec", pos: DataFrame, neg: DataFrame, table: DataFrame, small: bool
+         ) -> DataFrame:
     """The rows of a change (``pos``, ``neg``: the child's rows gained and lost) tagged as reissued or not, in one
     frame to materialise. A lost row takes the kept entry of the same row (the table has at most one: identical rows
     have none, :func:`updated`; of identical lost rows only the first); a gained row with the same values of the
     columns the window reads takes a lost row that has one (the n-th the n-th). A row of the frame is a pair
     (:data:`LOST` and :data:`GAINED`: the lost row ``c<i>`` and its ``__odf_row``, the gained row ``g<i>``, the keys
-    and the kept values ``v<j>``), or a lost or a gained row left (:func:`rest`)."""
+    and the kept values ``v<j>``), or a lost or a gained row left (:func:`rest`). ``small``: the change is as small
+    as the new rows (:func:`_hinted`)."""
     width = len(cat.items(spec.child.output()))
     rows = [f"c{i}" for i in range(width)]
     values = _values(spec)
     read = F.struct(*[F.col(f"c{i}") for i in spec.reads])
     lost = expand(neg).select(*rows).withColumn(ROW, _row(width))
     lost = lost.withColumn(NTH, F.row_number().over(Window.partitionBy(ROW).orderBy(ROW)))
-    wanted = F.broadcast(lost.select(F.col(ROW).alias("l_row")).distinct())
+    wanted = _hinted(lost.select(F.col(ROW).alias("l_row")).distinct(), small)
     entries = table.join(wanted, _row(width).eqNullSafe(F.col("l_row")), "left_semi")
     e = entries.select(_row(width).alias("e_row"), *spec.keys, *values, F.lit(True).alias(MATCHED))
     tagged = lost.join(e, lost[ROW].eqNullSafe(e["e_row"]) & (lost[NTH] == 1), "left") \
@@ -152,27 +161,27 @@ def output(spec: "RunningSpec", pairs: DataFrame, width: int, gained: bool) -> D
 
 
 def updated(cat: Catalyst, spec: "RunningSpec", old: DataFrame, pairs: DataFrame | None,
-            recomputed: DataFrame | None, out: DataFrame, reissuable: DataFrame) -> DataFrame:
+            recomputed: DataFrame | None, out: DataFrame, reissuable: DataFrame, small: bool) -> DataFrame:
     """The new table: the old entries but those ``pairs`` used and those of ``recomputed`` partitions (keys), then the
     window's output rows of this step (``out``, by position: reissued rows with their kept values), as far as the
     window below can still output them again (``reissuable``, the child's rows). Identical rows keep no entry: a
     row's values are then ambiguous (rows tied on the ORDER BY can have different running values), and its
-    retraction recomputes the partition."""
+    retraction recomputes the partition. ``small``: the step read no history (:func:`_hinted`)."""
     from spark_jobs.transform.incremental.state import by_keys
 
     width = len(cat.items(spec.child.output()))
     cols = [*spec.keys, *[f"c{i}" for i in range(width)], *_values(spec)]
     entries = old
     if pairs is not None:
-        used = F.broadcast(pairs.select(F.col(ROW).alias("p_row")))
+        used = _hinted(pairs.select(F.col(ROW).alias("p_row")), small)
         entries = entries.join(used, _row(width).eqNullSafe(F.col("p_row")), "left_anti")
     if recomputed is not None:
         entries = by_keys(entries, recomputed, spec.keys, "left_anti")
     new = kept(cat, spec, out)
-    rows = F.broadcast(new.select(_row(width).alias("n_row")))
+    rows = _hinted(new.select(_row(width).alias("n_row")), small)
     clash = entries.join(rows, _row(width).eqNullSafe(F.col("n_row")), "left_semi").select(_row(width).alias("x_row"))
     entries = entries.join(rows, _row(width).eqNullSafe(F.col("n_row")), "left_anti")
-    new = _unique(new, width).join(F.broadcast(clash), _row(width).eqNullSafe(F.col("x_row")), "left_anti")
+    new = _unique(new, width).join(_hinted(clash, small), _row(width).eqNullSafe(F.col("x_row")), "left_anti")
     return _still_reissuable(entries.select(*cols).unionByName(new.select(*cols)), reissuable, width)
 
 

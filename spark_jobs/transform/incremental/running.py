@@ -728,7 +728,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         return Delta(nothing, nothing, empty=True), old, old_tail, None if reissue is None else reissue[0]
     pairs = None
     if reissue is not None and not d.gains_only:  # rows the window below output again, with the same values here
-        tagged = step.leaf(reissued.pair(cat, spec, d.pos, d.neg, reissue[0]))
+        tagged = step.leaf(reissued.pair(cat, spec, d.pos, d.neg, reissue[0], small=not step.read_history))
         pairs = reissued.pairs_of(tagged)
         d = Delta(*reissued.rest(tagged, width))
     gained, _ = step.keep(_columns(cat, spec, expand(d.pos), attrs, rows=True, args=False))
@@ -808,7 +808,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
     if reissue is not None:  # the output rows are read twice: by the operator above and by the table's update
         out_pos = step.leaf(out_pos)
         new_table = reissued.updated(cat, spec, reissue[0], pairs, late if seen["__odf_rows"] else None, out_pos,
-                                     reissue[1])
+                                     reissue[1], small=not step.read_history)
     out_neg = keyed.union_frames(neg) if neg else empty(step.session, cat.items(op.node.output()))
     gains_only = d.gains_only and not seen["__odf_rows"] and not spec.looks_ahead and pairs is None
     return Delta(out_pos, out_neg, gains_only=gains_only), new, new_tail, new_table
