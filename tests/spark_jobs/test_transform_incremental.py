@@ -738,9 +738,10 @@ def test_a_change_of_a_step_that_read_history_is_not_broadcast_to_pair_reissued_
     """The pairing of reissued rows broadcasts frames of the step's change (the lost rows, the output rows) only while
     the step has read no history: a recomputed partition can retract millions of rows, more than a broadcast (held
     whole by the driver and every executor) can. Spark's own size-based broadcasts are switched off here, so only
-    the engine's hints show: the lost rows are broadcast in the steps where the window below re-output its rows
-    without reading history, not in the step where a late row made it recompute the partition; the table's update
-    runs after the upper window recomputed (it reads the values of the window below) and broadcasts nothing."""
+    the engine's hints show: the lost rows' hashes (to find their entries) are broadcast in the steps where the window
+    below re-output its rows without reading history, not in the step where a late row made it recompute the
+    partition; the table's update runs after the upper window recomputed (it reads the values of the window below)
+    and broadcasts nothing."""
     transform = FAMILIES["running_over_ahead"][0]
     history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3, 4, 5)],
                Event(OP_APPEND, minutes(0), ("p", 9))]  # late: the window below recomputes p from its history
@@ -752,8 +753,8 @@ def test_a_change_of_a_step_that_read_history_is_not_broadcast_to_pair_reissued_
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     assert [r.diagnostics.get("history") for r in inc.result.responses] == \
         [None, "a 2 of 2 slice(s)", "a 3 of 3 slice(s)", "a 4 of 4 slice(s)"]
-    lost, update = {"l_row"}, {"p_row", "n_row", "x_row"}
-    assert _broadcast_frames(spark, since, ("l_row", "p_row", "n_row", "x_row")) == [
+    lost, update = {"l_hash"}, {"p_row", "n_row", "x_row"}
+    assert _broadcast_frames(spark, since, ("l_hash", "p_row", "n_row", "x_row")) == [
         (lost, lost), (update, set()), (lost, lost), (update, set()), (lost, set()), (update, set())]
 
 

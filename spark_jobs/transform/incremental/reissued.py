@@ -123,8 +123,9 @@ def pair(cat: Catalyst, spec: "RunningSpec", pos: DataFrame, neg: DataFrame, tab
     read = F.struct(*[F.col(f"c{i}") for i in spec.reads])
     lost = expand(neg).select(*rows).withColumn(ROW, _row(width))
     lost = lost.withColumn(NTH, F.row_number().over(Window.partitionBy(ROW).orderBy(ROW)))
-    wanted = _hinted(lost.select(F.col(ROW).alias("l_row")).distinct(), small)
-    entries = table.join(wanted, _row(width).eqNullSafe(F.col("l_row")), "left_semi")
+    # the entries of the lost rows, found by a hash of the row (the join below matches them exactly)
+    wanted = _hinted(lost.select(_row_hash(width).alias("l_hash")), small)
+    entries = table.join(wanted, _row_hash(width) == F.col("l_hash"), "left_semi")
     e = entries.select(_row(width).alias("e_row"), *spec.keys, *values, F.lit(True).alias(MATCHED))
     tagged = lost.join(e, lost[ROW].eqNullSafe(e["e_row"]) & (lost[NTH] == 1), "left") \
         .drop("e_row").withColumn(READ, read).withColumn(LOST, F.lit(True))
