@@ -753,8 +753,8 @@ def test_a_change_of_a_step_that_read_history_is_not_broadcast_to_pair_reissued_
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     assert [r.diagnostics.get("history") for r in inc.result.responses] == \
         [None, "a 2 of 2 slice(s)", "a 3 of 3 slice(s)", "a 4 of 4 slice(s)"]
-    lost, update = {"l_hash"}, {"p_row", "n_row", "x_row"}
-    assert _broadcast_frames(spark, since, ("l_hash", "p_row", "n_row", "x_row")) == [
+    lost, update = {"l_hash"}, {"p_hash", "n_hash", "x_hash"}
+    assert _broadcast_frames(spark, since, ("l_hash", "p_hash", "n_hash", "x_hash")) == [
         (lost, lost), (update, set()), (lost, lost), (update, set()), (lost, set()), (update, set())]
 
 
