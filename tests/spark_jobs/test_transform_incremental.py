@@ -719,13 +719,24 @@ def test_a_row_output_again_with_a_value_the_window_above_reads_recomputes_its_p
          (OP_APPEND, 4, 1, 10)])
 
 
-def _broadcast_frames(spark, since: int, names: tuple[str, ...]) -> list[tuple[set[str], set[str]]]:
-    """Per SQL execution after the ``since``-th that uses any of the columns ``names``: those it uses and those it
-    broadcasts (from the formatted physical plans in the driver's status store)."""
-    found = []
+def _last_execution(spark) -> int:
+    """The id of the driver's newest SQL execution (-1: none yet)."""
     executions = spark._jsparkSession.sharedState().statusStore().executionsList()
-    for i in range(since, executions.size()):
-        plan = executions.apply(i).physicalPlanDescription()
+    return max((executions.apply(i).executionId() for i in range(executions.size())), default=-1)
+
+
+def _broadcast_frames(spark, since: int, names: tuple[str, ...]) -> list[tuple[set[str], set[str]]]:
+    """Per SQL execution after the one with id ``since`` that uses any of the columns ``names``: those it uses and
+    those it broadcasts (from the formatted physical plans in the driver's status store, which keeps the newest
+    executions only: a long session has more, so they are told apart by id, not by position)."""
+    found = []
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()  # the store learns of executions from the bus
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    runs = sorted((executions.apply(i) for i in range(executions.size())), key=lambda e: e.executionId())
+    for run in runs:
+        if run.executionId() <= since:
+            continue
+        plan = run.physicalPlanDescription()
         used = {n for n in names if f"{n}#" in plan}
         nodes = [b for b in plan.split("\n\n") if b.lstrip().startswith("(")]
         broadcast = {n for b in nodes if "BroadcastExchange" in b.splitlines()[0] for n in names if f"{n}#" in b}
@@ -745,7 +756,7 @@ def test_a_change_of_a_step_that_read_history_is_not_broadcast_to_pair_reissued_
     transform = FAMILIES["running_over_ahead"][0]
     history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3, 4, 5)],
                Event(OP_APPEND, minutes(0), ("p", 9))]  # late: the window below recomputes p from its history
-    since = spark._jsparkSession.sharedState().statusStore().executionsList().size()
+    since = _last_execution(spark)
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
         inc = _run_both(spark, tmp_path, transform, history, [Txn({"a": 3}), *[Txn({"a": 1})] * 3])
