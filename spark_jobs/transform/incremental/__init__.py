@@ -179,16 +179,13 @@ class Step:
         if change.empty:
             return change
         if change.gains_only:  # nothing to net (the lost rows are a known empty frame)
-            return Delta(self._leaf(change.pos), change.neg, gains_only=True)
-        return cancel(change, self._leaf)
+            return Delta(self.leaf(change.pos), change.neg, gains_only=True)
+        return cancel(change, self.leaf)
 
     def leaf(self, df: DataFrame) -> DataFrame:
         """A frame computed once into a local checkpoint (released at the end of the step): a plan that joins two
         frames derived from one persisted frame recomputes it (the join renames one side's attributes, and the
         renamed plan no longer matches the cached one); a checkpointed leaf has no plan to recompute."""
-        return self._leaf(df)
-
-    def _leaf(self, df: DataFrame) -> DataFrame:
         leaf = df.localCheckpoint(eager=True)
         self._leaves.append(leaf)
         return leaf
