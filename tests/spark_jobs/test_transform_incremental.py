@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import Callable
 from collections import Counter
 
 import pyarrow as pa
@@ -304,7 +305,7 @@ FIXED_B = [Event(OP_APPEND, minutes(5), ("p", 1)), Event(OP_APPEND, minutes(6), 
 
 
 def _run(spark, root, transform, inputs, split, incremental: bool = True, adaptive: bool = False,
-         small_step_rows: int | None = None) -> MiniCoordinator:
+         small_step_rows: int | None = None, before_step: Callable[[], None] | None = None) -> MiniCoordinator:
     spark.conf.set("spark.odf.incremental.enabled", str(incremental).lower())
     spark.conf.set("spark.odf.incremental.adaptive", str(adaptive).lower())
     if small_step_rows is not None:
@@ -312,6 +313,8 @@ def _run(spark, root, transform, inputs, split, incremental: bool = True, adapti
     try:
         coord = MiniCoordinator(spark, root, transform, inputs, watermarks=True)
         for t in split:
+            if before_step is not None:
+                before_step()
             coord.step(t)
         return coord
     finally:
@@ -320,11 +323,12 @@ def _run(spark, root, transform, inputs, split, incremental: bool = True, adapti
         spark.conf.unset("spark.odf.incremental.smallStepRows")
 
 
-def _run_both(spark, root, transform, history: list[Event], split: list[Txn]) -> MiniCoordinator:
+def _run_both(spark, root, transform, history: list[Event], split: list[Txn],
+              before_step: Callable[[], None] | None = None) -> MiniCoordinator:
     """One input's history run incrementally and on the full path: the slices are the same bytes and reduce to the
-    batch result. Returns the incremental run."""
+    batch result. Returns the incremental run (``before_step``: called before each of its steps)."""
     inputs = [InputSpec("a", DATA, history)]
-    inc = _run(spark, root / "inc", transform, inputs, split)
+    inc = _run(spark, root / "inc", transform, inputs, split, before_step=before_step)
     full = _run(spark, root / "full", transform, inputs, split, incremental=False)
     for a, b in zip(inc.result.slices, full.result.slices, strict=True):
         assert a.equals(b), (a.to_pylist(), b.to_pylist())
@@ -725,16 +729,17 @@ def _last_execution(spark) -> int:
     return max((executions.apply(i).executionId() for i in range(executions.size())), default=-1)
 
 
-def _broadcast_frames(spark, since: int, names: tuple[str, ...]) -> list[tuple[set[str], set[str]]]:
-    """Per SQL execution after the one with id ``since`` that uses any of the columns ``names``: those it uses and
-    those it broadcasts (from the formatted physical plans in the driver's status store, which keeps the newest
-    executions only: a long session has more, so they are told apart by id, not by position)."""
+def _broadcast_frames(spark, since: int, names: tuple[str, ...], until: int | None = None
+                      ) -> list[tuple[set[str], set[str]]]:
+    """Per SQL execution after the one with id ``since`` (up to ``until``) that uses any of the columns ``names``:
+    those it uses and those it broadcasts (from the formatted physical plans in the driver's status store, which keeps
+    the newest executions only: a long session has more, so they are told apart by id, not by position)."""
     found = []
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()  # the store learns of executions from the bus
     executions = spark._jsparkSession.sharedState().statusStore().executionsList()
     runs = sorted((executions.apply(i) for i in range(executions.size())), key=lambda e: e.executionId())
     for run in runs:
-        if run.executionId() <= since:
+        if run.executionId() <= since or (until is not None and run.executionId() > until):
             continue
         plan = run.physicalPlanDescription()
         used = {n for n in names if f"{n}#" in plan}
@@ -745,28 +750,60 @@ def _broadcast_frames(spark, since: int, names: tuple[str, ...]) -> list[tuple[s
     return found
 
 
-def test_a_change_of_a_step_that_read_history_is_not_broadcast_to_pair_reissued_rows(spark, tmp_path):
-    """The pairing of reissued rows broadcasts frames of the step's change (the lost rows, the output rows) only while
-    the step has read no history: a recomputed partition can retract millions of rows, more than a broadcast (held
-    whole by the driver and every executor) can. Spark's own size-based broadcasts are switched off here, so only
-    the engine's hints show: the lost rows' hashes (to find their entries) are broadcast in the steps where the window
-    below re-output its rows without reading history, not in the step where a late row made it recompute the
-    partition; the table's update runs after the upper window recomputed (it reads the values of the window below)
-    and broadcasts nothing."""
-    transform = FAMILIES["running_over_ahead"][0]
-    history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3, 4, 5)],
-               Event(OP_APPEND, minutes(0), ("p", 9))]  # late: the window below recomputes p from its history
-    since = _last_execution(spark)
+def _broadcasts_per_step(spark, tmp_path, transform, history: list[Event], split: list[Txn], limit: int,
+                         names: tuple[str, ...]) -> tuple[MiniCoordinator, list[tuple[set[str], set[str]]]]:
+    """The incremental run (checked against the full path and the batch result) with Spark's own size-based
+    broadcasts off and ``spark.odf.incremental.broadcastRows`` at ``limit``, so only the engine's hints show; per
+    step, the columns of ``names`` its SQL executions use and those they broadcast."""
+    marks: list[int] = []
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    spark.conf.set("spark.odf.incremental.broadcastRows", str(limit))
     try:
-        inc = _run_both(spark, tmp_path, transform, history, [Txn({"a": 3}), *[Txn({"a": 1})] * 3])
+        inc = _run_both(spark, tmp_path, transform, history, split, lambda: marks.append(_last_execution(spark)))
+        marks.append(_last_execution(spark))
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+        spark.conf.unset("spark.odf.incremental.broadcastRows")
+    per_step = []
+    for since, until in zip(marks, marks[1:]):
+        frames = _broadcast_frames(spark, since, names, until)
+        per_step.append((set().union(*[u for u, _ in frames]), set().union(*[b for _, b in frames])))
+    return inc, per_step
+
+
+def test_a_frame_of_the_change_is_broadcast_to_pair_reissued_rows_only_while_it_is_known_to_be_small(spark, tmp_path):
+    """The pairing of reissued rows looks up the lost rows' hashes in the table of kept values; the rows a window
+    below outputs again come from its state and, when it recomputes a partition, from the history: millions of rows
+    for a big partition, more than a broadcast (held whole by the driver and every executor) can. Here at most 4
+    rows are broadcast: the lost rows of the appends at 4 and 5 minutes (the 3 and 4 rows within 5 minutes before
+    them) are, those of the late row (the window below recomputes p: all 5 rows) are not, and that join shuffles."""
+    transform = FAMILIES["running_over_ahead"][0]
+    history = [*[Event(OP_APPEND, minutes(i), ("p", i)) for i in (1, 2, 3, 4, 5)],
+               Event(OP_APPEND, minutes(5), ("p", 9))]  # late (not after p's last): p is recomputed from its history
+    inc, steps = _broadcasts_per_step(spark, tmp_path, transform, history, [Txn({"a": 3}), *[Txn({"a": 1})] * 3], 4,
+                                      ("l_hash",))
     assert [r.diagnostics.get("history") for r in inc.result.responses] == \
         [None, "a 2 of 2 slice(s)", "a 3 of 3 slice(s)", "a 4 of 4 slice(s)"]
-    lost, update = {"l_hash"}, {"p_hash", "n_hash", "x_hash"}
-    assert _broadcast_frames(spark, since, ("l_hash", "p_hash", "n_hash", "x_hash")) == [
-        (lost, lost), (update, set()), (lost, lost), (update, set()), (lost, set()), (update, set())]
+    lost = {"l_hash"}
+    assert steps == [(set(), set()), (lost, lost), (lost, lost), (lost, set())], steps
+
+
+def test_the_keys_a_step_touches_are_broadcast_only_while_they_are_known_to_be_few(spark, tmp_path):
+    """A window by partition looks up its state (and, to recompute a partition, the history) by the keys the step
+    touched. They are broadcast when they are known to be few: at most 3 here, and as the state holds more rows than
+    that, they are counted. 2 keys and 4 new rows of one key are broadcast; 4 keys are not, and their lookups shuffle.
+    The keys of a recomputed partition are counted too: the history read to recompute it does not stop them."""
+    transform = FAMILIES["running_lag"][0]
+    history = [*[Event(OP_APPEND, minutes(1), (k, 1)) for k in "pqrs"],
+               Event(OP_APPEND, minutes(2), ("p", 2)), Event(OP_APPEND, minutes(2), ("q", 2)),  # 2 keys: fit
+               *[Event(OP_APPEND, minutes(3), (k, 3)) for k in "pqrs"],  # 4 keys: too many
+               *[Event(OP_APPEND, minutes(i), ("p", i)) for i in (4, 5, 6, 7)],  # 4 rows of one key: fit
+               Event(OP_APPEND, minutes(0), ("q", 9))]  # late: q is recomputed from its history
+    inc, steps = _broadcasts_per_step(spark, tmp_path, transform, history, [Txn({"a": 4}), Txn({"a": 2}),
+                                      Txn({"a": 4}), Txn({"a": 4}), Txn({"a": 1})], 3, ("w_k0", "__odf_want0"))
+    assert [r.diagnostics.get("history") is not None for r in inc.result.responses] == [False] * 4 + [True]
+    keys, recomputed = {"w_k0"}, {"w_k0", "__odf_want0"}
+    assert steps == [(set(), set()), (keys, keys), (keys, set()), (keys, keys), (recomputed, recomputed)], steps
 
 
 def test_a_frame_of_months_keeps_the_rows_within_months_of_its_last_value(spark, tmp_path):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.errors import EngineFailure
-from spark_jobs.transform.incremental.sizing import (ADAPTIVE_CONF, ROWS_PER_PARTITION, SMALL_STEP_CONF, SMALL_STEP_ROWS,
-                                                    size_step)
+from spark_jobs.transform.incremental.sizing import (ADAPTIVE_CONF, BROADCAST_CONF, BROADCAST_ROWS, ROWS_PER_PARTITION,
+                                                    SMALL_STEP_CONF, SMALL_STEP_ROWS, size_step)
 
 pytestmark = pytest.mark.spark
 
@@ -38,9 +38,30 @@ def test_adaptive_execution_can_be_kept(spark):
     assert session.conf.get("spark.sql.shuffle.partitions") == before
 
 
-@pytest.mark.parametrize("value", ["many", "-1"])
-def test_a_bad_small_step_setting_names_itself(spark, value):
+@pytest.mark.parametrize("adaptive", ["false", "true"])
+def test_a_frame_of_the_change_is_broadcast_while_the_rows_it_derives_from_are_few(spark, adaptive):
+    """The bound is the rows the step's shuffles can see (its new rows, its state, the history it read); past it the
+    frame's count decides."""
     session = spark.newSession()
-    session.conf.set(SMALL_STEP_CONF, value)
-    with pytest.raises(EngineFailure, match=rf"{SMALL_STEP_CONF}: expected a number of rows \(0 or more\), got '{value}'"):
+    session.conf.set(ADAPTIVE_CONF, adaptive)
+    sizing = size_step(session, [], None)
+    assert sizing.broadcast == BROADCAST_ROWS and sizing.broadcastable() is True
+    sizing.cover(BROADCAST_ROWS)
+    assert sizing.broadcastable() is True
+    sizing.cover(1)  # a history past the limit: the frame must be counted
+    assert sizing.broadcastable() is None
+    assert sizing.broadcastable(BROADCAST_ROWS) is True and sizing.broadcastable(BROADCAST_ROWS + 1) is False
+    session.conf.set(BROADCAST_CONF, "0")  # nothing is broadcast but an empty frame
+    sizing = size_step(session, [], None)
+    assert sizing.broadcastable() is True and sizing.broadcastable(0) is True and sizing.broadcastable(1) is False
+    sizing.cover(1)
+    assert sizing.broadcastable() is None
+
+
+@pytest.mark.parametrize("conf", [SMALL_STEP_CONF, BROADCAST_CONF])
+@pytest.mark.parametrize("value", ["many", "-1"])
+def test_a_bad_rows_setting_names_itself(spark, conf, value):
+    session = spark.newSession()
+    session.conf.set(conf, value)
+    with pytest.raises(EngineFailure, match=rf"{conf}: expected a number of rows \(0 or more\), got '{value}'"):
         size_step(session, [], None)

@@ -124,11 +124,6 @@ class Step:
         return as_frame(rows_of(self.session, inp, self.schemas[idx], paths, end if straddle else None,
                                 idx in self.changelog, bounds))
 
-    @property
-    def read_history(self) -> bool:
-        """Whether the step has read any input's history so far (its changes may then be as big as a history)."""
-        return bool(self._read)
-
     def history_read(self) -> str | None:
         """What the step read of the inputs' history: ``a 2 of 40 slice(s)`` per input (None: nothing)."""
         if not self._read:
@@ -165,6 +160,25 @@ class Step:
         row = df.agg(F.count(F.lit(1)).alias("__odf_rows"), *stats).collect()[0]
         self._cached.append(df)
         return df, row
+
+    def broadcast(self, df: DataFrame, rows: int | None = None) -> DataFrame:
+        """``df``, a frame derived from the step's change that joins look up (keys, hashes of rows), marked to be
+        broadcast when it is known to be small (:meth:`.sizing.StepSizing.broadcastable`; ``rows``: its count, or a
+        bound on it, when known). Past the step's rows it is counted first (kept: one job): a step over a big state
+        or history often still touches few keys, and shuffling the state or history to find them would cost more. A
+        frame as big as a history is not broadcast (the driver and every executor would hold it whole); its joins
+        shuffle."""
+        if self.sizing is None:  # not an incremental step: nothing bounds the frame
+            return df
+        fits = self.sizing.broadcastable(rows)
+        if fits is None:
+            if df.is_cached:
+                rows = df.count()
+            else:
+                df, row = self.keep(df)
+                rows = row["__odf_rows"]
+            fits = self.sizing.broadcastable(rows)
+        return F.broadcast(df) if fits else df
 
     def hold(self, df: DataFrame) -> None:
         """Release a persisted frame at the end of the step."""

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
@@ -159,7 +158,8 @@ def touched_keys(cat: Catalyst, delta: "Delta", attrs: Sequence[Any], keys: Sequ
 
 def restrict(cat: Catalyst, df: DataFrame, attrs: Sequence[Any], keys: Sequence[Any], wanted: DataFrame | None
              ) -> DataFrame:
-    """The rows of a frame whose keys (null-safe) are among ``wanted`` (None: all rows)."""
+    """The rows of a frame whose keys (null-safe) are among ``wanted`` (None: all rows; broadcast when the step
+    marked it so: ``Step.broadcast``)."""
     if wanted is None:
         return df
     from spark_jobs.transform.incremental.state import same_keys
@@ -167,7 +167,7 @@ def restrict(cat: Catalyst, df: DataFrame, attrs: Sequence[Any], keys: Sequence[
     names = [f"{KEY}{j}" for j in range(len(keys))]
     w = wanted.toDF(*[f"__odf_want{j}" for j in range(len(keys))])
     keyed = _with_keys(cat, df, attrs, keys)
-    kept = keyed.join(F.broadcast(w), same_keys(keyed, w, names, list(w.columns)), "left_semi")
+    kept = keyed.join(w, same_keys(keyed, w, names, list(w.columns)), "left_semi")
     return kept.drop(*names)
 
 
@@ -201,6 +201,7 @@ def step(step: "Step", op: "Op", changes: dict) -> "Delta":
             continue
         wanted = touched_keys(cat, d, attrs[i], spec.keys[i]).persist()
         step.hold(wanted)
+        wanted = step.broadcast(wanted)
         others = {(j,): restrict(cat, other(j), attrs[j], spec.keys[j], wanted)
                   for j in range(len(deltas)) if j != i}
         before = restrict(cat, rows(i, old=True), attrs[i], spec.keys[i], wanted)

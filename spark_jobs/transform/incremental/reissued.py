@@ -18,7 +18,7 @@ eligible: its tail would keep the rows' old columns.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -101,22 +101,16 @@ def kept(cat: Catalyst, spec: "RunningSpec", out: DataFrame) -> DataFrame:
         *spec.keys, *[f"c{i}" for i in range(width)], *_values(spec))
 
 
-def _hinted(df: DataFrame, small: bool) -> DataFrame:
-    """``df`` marked to be broadcast when ``small``: a frame derived from a step's change is as small as the new rows
-    only while the step reads no history (a recomputed partition below can retract millions of rows, more than a
-    broadcast holds); otherwise the join shuffles it, planned for the history read (:mod:`.sizing`)."""
-    return F.broadcast(df) if small else df
-
-
-def pair(cat: Catalyst, spec: "RunningSpec", pos: DataFrame, neg: DataFrame, table: DataFrame, small: bool
-         ) -> DataFrame:
+def pair(cat: Catalyst, spec: "RunningSpec", pos: DataFrame, neg: DataFrame, table: DataFrame,
+         broadcast: Callable[[DataFrame], DataFrame]) -> DataFrame:
     """The rows of a change (``pos``, ``neg``: the child's rows gained and lost) tagged as reissued or not, in one
     frame to materialise. A lost row takes the kept entry of the same row (the table has at most one: identical rows
     have none, :func:`updated`; of identical lost rows only the first); a gained row with the same values of the
     columns the window reads takes a lost row that has one (the n-th the n-th). A row of the frame is a pair
     (:data:`LOST` and :data:`GAINED`: the lost row ``c<i>`` and its ``__odf_row``, the gained row ``g<i>``, the keys
-    and the kept values ``v<j>``), or a lost or a gained row left (:func:`rest`). ``small``: the change is as small
-    as the new rows (:func:`_hinted`)."""
+    and the kept values ``v<j>``), or a lost or a gained row left (:func:`rest`). ``broadcast`` marks the lost rows'
+    hashes to be broadcast when they are few (``Step.broadcast``: a recomputed partition below can retract millions
+    of rows, more than a broadcast holds)."""
     width = len(cat.items(spec.child.output()))
     rows = [f"c{i}" for i in range(width)]
     values = _values(spec)
@@ -124,7 +118,7 @@ def pair(cat: Catalyst, spec: "RunningSpec", pos: DataFrame, neg: DataFrame, tab
     lost = expand(neg).select(*rows).withColumn(ROW, _row(width))
     lost = lost.withColumn(NTH, F.row_number().over(Window.partitionBy(ROW).orderBy(ROW)))
     # the entries of the lost rows, found by a hash of the row (the join below matches them exactly)
-    wanted = _hinted(lost.select(_row_hash(width).alias("l_hash")), small)
+    wanted = broadcast(lost.select(_row_hash(width).alias("l_hash")))
     entries = table.join(wanted, _row_hash(width) == F.col("l_hash"), "left_semi")
     e = entries.select(_row(width).alias("e_row"), *spec.keys, *values, F.lit(True).alias(MATCHED))
     tagged = lost.join(e, lost[ROW].eqNullSafe(e["e_row"]) & (lost[NTH] == 1), "left") \
@@ -162,12 +156,14 @@ def output(spec: "RunningSpec", pairs: DataFrame, width: int, gained: bool) -> D
 
 
 def updated(cat: Catalyst, spec: "RunningSpec", old: DataFrame, pairs: DataFrame | None,
-            recomputed: DataFrame | None, out: DataFrame, reissuable: DataFrame, small: bool) -> DataFrame:
+            recomputed: DataFrame | None, out: DataFrame, reissuable: DataFrame,
+            broadcast: Callable[[DataFrame], DataFrame]) -> DataFrame:
     """The new table: the old entries but those ``pairs`` used and those of ``recomputed`` partitions (keys), then the
     window's output rows of this step (``out``, by position: reissued rows with their kept values), as far as the
     window below can still output them again (``reissuable``, the child's rows). Identical rows keep no entry: a
     row's values are then ambiguous (rows tied on the ORDER BY can have different running values), and its
-    retraction recomputes the partition. ``small``: the step read no history (:func:`_hinted`).
+    retraction recomputes the partition. ``broadcast`` marks the frames of the step's change the entries are looked
+    up by to be broadcast when they are few (``Step.broadcast``).
 
     Rows are matched by a hash of the row (:func:`_row_hash`; one long join key is cheaper than the rows: a stacked
     step 4.32 -> 3.96 s). A collision only drops an entry, or keeps one longer (:func:`_still_reissuable`): a
@@ -178,15 +174,15 @@ def updated(cat: Catalyst, spec: "RunningSpec", old: DataFrame, pairs: DataFrame
     cols = [*spec.keys, *[f"c{i}" for i in range(width)], *_values(spec), HASH]
     entries = old.withColumn(HASH, _row_hash(width))
     if pairs is not None:
-        used = _hinted(pairs.select(_row_hash(width).alias("p_hash")), small)
+        used = broadcast(pairs.select(_row_hash(width).alias("p_hash")))
         entries = entries.join(used, F.col(HASH) == F.col("p_hash"), "left_anti")
     if recomputed is not None:
         entries = by_keys(entries, recomputed, spec.keys, "left_anti")
     new = kept(cat, spec, out).withColumn(HASH, _row_hash(width))
-    rows = _hinted(new.select(F.col(HASH).alias("n_hash")), small)
+    rows = broadcast(new.select(F.col(HASH).alias("n_hash")))
     clash = entries.join(rows, F.col(HASH) == F.col("n_hash"), "left_semi").select(F.col(HASH).alias("x_hash"))
     entries = entries.join(rows, F.col(HASH) == F.col("n_hash"), "left_anti")
-    new = _unique(new).join(_hinted(clash, small), F.col(HASH) == F.col("x_hash"), "left_anti")
+    new = _unique(new).join(broadcast(clash), F.col(HASH) == F.col("x_hash"), "left_anti")
     return _still_reissuable(entries.select(*cols).unionByName(new.select(*cols)), reissuable, width).drop(HASH)
 
 

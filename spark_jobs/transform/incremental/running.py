@@ -728,18 +728,19 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         return Delta(nothing, nothing, empty=True), old, old_tail, None if reissue is None else reissue[0]
     pairs = None
     if reissue is not None and not d.gains_only:  # rows the window below output again, with the same values here
-        tagged = step.leaf(reissued.pair(cat, spec, d.pos, d.neg, reissue[0], small=not step.read_history))
+        tagged = step.leaf(reissued.pair(cat, spec, d.pos, d.neg, reissue[0], step.broadcast))
         pairs = reissued.pairs_of(tagged)
         d = Delta(*reissued.rest(tagged, width))
     gained, _ = step.keep(_columns(cat, spec, expand(d.pos), attrs, rows=True, args=False))
     lost_keys = None if d.gains_only else _columns(cat, spec, expand(d.neg), attrs, args=False).select(*keys)
     touched = gained.select(*keys)
-    touched = (touched if lost_keys is None else touched.unionByName(lost_keys)).distinct()
-    mine, _ = step.keep(by_keys(old, touched, keys, "left_semi"))
+    touched = step.broadcast((touched if lost_keys is None else touched.unionByName(lost_keys)).distinct())
+    mine, mine_rows = step.keep(by_keys(old, touched, keys, "left_semi"))
     m = mine.select(*[F.col(c).alias(f"m_{c}") for c in mine.columns])
     tagged = gained.join(m, same_keys(gained, m, keys, [f"m_{k}" for k in keys]), "left")
     late_rows = tagged.where(F.col(f"m_{ROWS}").isNotNull() & ~(_last(spec) > _last(spec, "m_l"))).select(*keys)
     late, seen = step.keep((late_rows if lost_keys is None else late_rows.unionByName(lost_keys)).distinct())
+    late = step.broadcast(late, seen["__odf_rows"])
     row_cols = [f"c{i}" for i in range(width)]
     appended = gained
     if seen["__odf_rows"]:
@@ -750,7 +751,9 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
     if spec.has_tail:
         assert old_tail is not None
         tailed = by_keys(mine, late, keys, "left_anti") if seen["__odf_rows"] else mine
-        kept, _ = step.keep(by_keys(old_tail, tailed.select(*keys), keys, "left_semi"))
+        # the partitions' keys (one state row each): as many as the touched ones
+        kept, _ = step.keep(by_keys(old_tail, step.broadcast(tailed.select(*keys), mine_rows["__odf_rows"]), keys,
+                                    "left_semi"))
         extra = spec.tail_columns
         tails = kept.select(*row_cols, POSITION, *extra)
         types = {f.name: f.dataType for f in kept.schema.fields}
@@ -808,7 +811,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
     if reissue is not None:  # the output rows are read twice: by the operator above and by the table's update
         out_pos = step.leaf(out_pos)
         new_table = reissued.updated(cat, spec, reissue[0], pairs, late if seen["__odf_rows"] else None, out_pos,
-                                     reissue[1], small=not step.read_history)
+                                     reissue[1], step.broadcast)
     out_neg = keyed.union_frames(neg) if neg else empty(step.session, cat.items(op.node.output()))
     gains_only = d.gains_only and not seen["__odf_rows"] and not spec.looks_ahead and pairs is None
     return Delta(out_pos, out_neg, gains_only=gains_only), new, new_tail, new_table

@@ -13,6 +13,13 @@ none is planned for its new rows and state only. Rebuilds and the full path keep
 whole histories of unknown shape).
 
 ``spark.odf.incremental.adaptive=true`` keeps adaptive execution for incremental steps too.
+
+A step also looks up small frames derived from its change (the keys it touched, the hashes of rows output again) in
+big ones (states, histories), and marks them to be broadcast: a broadcast frame is held whole by the driver and every
+executor, so only a frame known to be small is (:meth:`StepSizing.broadcastable`): at most :data:`BROADCAST_ROWS`
+rows (``spark.odf.incremental.broadcastRows``), bounded by the rows the step's shuffles can see (new rows, state,
+the history read so far: a window's change includes rows of its state, a recomputed partition's the history), or
+else counted.
 """
 from __future__ import annotations
 
@@ -32,16 +39,19 @@ ROWS_PER_PARTITION = 2_000_000
 #: Up to this many rows a step's shuffles run in one partition (``spark.odf.incremental.smallStepRows``).
 SMALL_STEP_ROWS = 100_000
 SMALL_STEP_CONF = "spark.odf.incremental.smallStepRows"
+#: Frames of a step's change up to this many rows are broadcast to the joins that look them up.
+BROADCAST_ROWS = 1_000_000
+BROADCAST_CONF = "spark.odf.incremental.broadcastRows"
 
 
-def small_step_rows(session: SparkSession) -> int:
-    raw = str(session.conf.get(SMALL_STEP_CONF, str(SMALL_STEP_ROWS)))
+def rows_setting(session: SparkSession, conf: str, default: int) -> int:
+    raw = str(session.conf.get(conf, str(default)))
     try:
         value = int(raw)
     except ValueError:
         value = -1
     if value < 0:
-        raise EngineFailure(f"Spark setting {SMALL_STEP_CONF}: expected a number of rows (0 or more), got {raw!r}")
+        raise EngineFailure(f"Spark setting {conf}: expected a number of rows (0 or more), got {raw!r}")
     return value
 
 
@@ -59,6 +69,7 @@ class StepSizing:
     partitions: int | None  # None: adaptive execution decides
     cores: int = 1
     small: int = SMALL_STEP_ROWS
+    broadcast: int = BROADCAST_ROWS
 
     def describe(self) -> str:
         if self.partitions is None:
@@ -84,6 +95,13 @@ class StepSizing:
                 self.partitions = wanted
                 self.apply()
 
+    def broadcastable(self, rows: int | None = None) -> bool | None:
+        """Whether a frame derived from the step's change may be broadcast: with its count ``rows`` when that is
+        known, else by the step's rows (None: they are past the limit, count the frame to know)."""
+        if rows is not None:
+            return rows <= self.broadcast
+        return True if self.rows <= self.broadcast else None
+
 
 def new_rows(inputs: Sequence[QueryInput]) -> int:
     return sum(iv.end - iv.start + 1 for iv in (i.request.offset_interval for i in inputs) if iv is not None)
@@ -92,10 +110,11 @@ def new_rows(inputs: Sequence[QueryInput]) -> int:
 def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: str | None) -> StepSizing:
     """The step's shuffle partitions for its new rows and state; histories are added as the step reads them."""
     rows = new_rows(inputs) + (num_rows(state_path) if state_path else 0)
+    broadcast = rows_setting(session, BROADCAST_CONF, BROADCAST_ROWS)
     if str(session.conf.get(ADAPTIVE_CONF, "false")).lower() == "true":
-        return StepSizing(session, rows, None)
+        return StepSizing(session, rows, None, broadcast=broadcast)
     cores = max(1, session.sparkContext.defaultParallelism)
-    small = small_step_rows(session)
-    sizing = StepSizing(session, rows, partitions_for(rows, cores, small), cores, small)
+    small = rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS)
+    sizing = StepSizing(session, rows, partitions_for(rows, cores, small), cores, small, broadcast)
     sizing.apply()
     return sizing

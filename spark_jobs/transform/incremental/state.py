@@ -72,9 +72,9 @@ def same_keys(left: DataFrame, right: DataFrame, keys: Sequence[str], right_keys
 
 def by_keys(df: DataFrame, wanted: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
     """Rows of ``df`` whose keys (null-safe) are (``left_semi``) or are not (``left_anti``) among ``wanted``'s, a
-    small frame of the key columns (broadcast)."""
+    frame of the key columns (broadcast when the step marked it so: ``Step.broadcast``)."""
     w = wanted.toDF(*[f"w_{k}" for k in keys])
-    return df.join(F.broadcast(w), same_keys(df, w, keys, list(w.columns)), how)
+    return df.join(w, same_keys(df, w, keys, list(w.columns)), how)
 
 
 class WindowColumns:

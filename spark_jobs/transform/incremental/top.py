@@ -189,7 +189,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
     gained, _ = step.keep(_columns(cat, spec, expand(d.pos)))
     lost = None if d.gains_only else _columns(cat, spec, expand(d.neg))
     touched = gained.select(*keys)
-    touched = (touched if lost is None else touched.unionByName(lost.select(*keys))).distinct()
+    touched = step.broadcast((touched if lost is None else touched.unionByName(lost.select(*keys))).distinct())
     mine, _ = step.keep(by_keys(old, touched, keys, "left_semi"))
     kept_rows = _columns(cat, spec, mine.select(*row_cols))
     late = None
@@ -200,8 +200,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
         reached = both.withColumn("__odf_after", F.sum("__odf_kept").over(at_or_after))
         late, seen = step.keep(reached.where((F.col("__odf_kept") == 0) & (F.col("__odf_after") > 0))
                                .select(*keys).distinct())
-        if not seen["__odf_rows"]:
-            late = None
+        late = step.broadcast(late, seen["__odf_rows"]) if seen["__odf_rows"] else None
     candidates = kept_rows.unionByName(gained)
     if late is not None:
         candidates = by_keys(candidates, late, keys, "left_anti")
