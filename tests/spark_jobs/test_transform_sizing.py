@@ -39,7 +39,7 @@ def test_adaptive_execution_can_be_kept(spark):
 
 
 @pytest.mark.parametrize("adaptive", ["false", "true"])
-def test_a_frame_of_the_change_is_broadcast_while_the_rows_it_derives_from_are_few(spark, adaptive):
+def test_a_frame_of_the_change_is_broadcast_while_the_step_sees_few_rows_or_it_is_counted_few(spark, adaptive):
     """The bound is the rows the step's shuffles can see (its new rows, its state, the history it read); past it the
     frame's count decides."""
     session = spark.newSession()
