@@ -177,6 +177,22 @@ def paired_diff(pairs: DataFrame, out_columns: Sequence[str], names: Sequence[st
     return rows, op, order
 
 
+def first_diff(rows: DataFrame, names: Sequence[str], key: tuple[str, ...] | None
+               ) -> tuple[DataFrame, Column, list[Column]] | None:
+    """The changed rows when there is no previous output (``rows``: the query's output): every row is +A, in the
+    order :func:`signed_diff` gives them over the counted rows (by key, then all columns), without counting them
+    first: a rebuild's first step then sorts and writes the output once, not also a counted state to read back.
+    Floats are normalised as grouping does (:func:`_canonical`); None when a float lies inside a struct or array
+    (grouping normalises those too: the rows are counted)."""
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    if any(_nested_float(types[n]) for n in names):
+        return None
+    side = F.when(F.spark_partition_id() >= 0, 1).otherwise(0)  # gained: 1, but not foldable (:func:`_as_read_back`)
+    out = rows.select(*[_canonical(col(n), types[n]).alias(n) for n in names], side.alias("__odf_side"))
+    order = [*[col(k).asc_nulls_first() for k in key or ()], *sort_columns(out, names)]
+    return _as_read_back(out, names, types), F.lit(OP_APPEND), order
+
+
 def previous_checkpoint(session: SparkSession, request: TransformRequest, warnings: list[str]) -> Checkpoint | None:
     prev = read_checkpoint(session, request.prev_checkpoint_path) if request.prev_checkpoint_path else None
     if prev is None and request.next_offset > 0:
@@ -191,6 +207,15 @@ def counted_output(session: SparkSession, transform: TransformSql, vocab: Datase
                    inputs: Sequence[QueryInput], op_read: frozenset[int], schemas: Sequence[T.StructType],
                    ends: Mapping[str, int | None], modes: dict[str, str]) -> tuple[list[str], DataFrame]:
     """The query over the inputs' state as of ``ends``: its output columns and rows, counted."""
+    names, rows = output_rows(session, transform, vocab, inputs, op_read, schemas, ends, modes)
+    return names, rows.groupBy(*[col(n) for n in names]).agg(F.count(F.lit(1)).alias(COUNT))
+
+
+def output_rows(session: SparkSession, transform: TransformSql, vocab: DatasetVocabulary,
+                inputs: Sequence[QueryInput], op_read: frozenset[int], schemas: Sequence[T.StructType],
+                ends: Mapping[str, int | None], modes: dict[str, str]) -> tuple[list[str], DataFrame]:
+    """The query over the inputs' state as of ``ends``: its output columns and rows, normalised as states keep
+    them."""
     views = {}
     for idx, (inp, schema) in enumerate(zip(inputs, schemas)):
         changelog = idx in op_read
@@ -203,8 +228,7 @@ def counted_output(session: SparkSession, transform: TransformSql, vocab: Datase
     if bad:
         raise InvalidQuery(f"stateful query outputs cannot contain map/variant columns: {bad}")
     names = [query_layout.event_time, *query_layout.data]
-    return names, (out.select(*[normalized(n, types[n]).alias(n) for n in names])
-                   .groupBy(*[col(n) for n in names]).agg(F.count(F.lit(1)).alias(COUNT)))
+    return names, out.select(*[normalized(n, types[n]).alias(n) for n in names])
 
 
 def write_state(session: SparkSession, request: TransformRequest, inputs: Sequence[QueryInput], info: PlanInfo,
@@ -297,10 +321,17 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
     # the incremental checkpoint keeps operator states only: the output state goes to a file next to it, for the diff
     target = None if step is None else local_path(request.new_checkpoint_path) + ".output.parquet"
     try:
-        layout, schema = write_state(session, request, inputs, info, schemas, ends, diag.setdefault("modes", {}),
-                                     target)
+        first = None
+        if step is not None and (prev is None or not prev.stateful):  # no previous output: every row is new
+            names, rows = output_rows(session, request.transform, request.vocab, inputs, info.op_read, schemas, ends,
+                                      diag.setdefault("modes", {}))
+            first = first_diff(rows, names, info.key)
+            layout = OutputLayout(tuple(names), names[0], None, tuple(names[1:]))
+        if first is None:
+            layout, schema = write_state(session, request, inputs, info, schemas, ends, diag.setdefault("modes", {}),
+                                         target)
+            new_state = session.read.schema(schema).parquet(target or local_path(request.new_checkpoint_path))
         diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
-        new_state = session.read.schema(schema).parquet(target or local_path(request.new_checkpoint_path))
         if step is not None:
             from spark_jobs.transform import incremental
 
@@ -313,14 +344,18 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
             sizes = incremental.write_checkpoint(step, request, states)
             diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
             diag["state_rows"] = sum(sizes.values())
-        if prev is not None and prev.stateful:
+        if first is not None:
+            diag["slice"] = "all new"
+            rows, op, order = first
+        elif prev is not None and prev.stateful:
             old_state = align_old_state(previous_output(session, request, inputs, schemas, prev), schema,
                                         layout.columns)
             if not unchanged:
                 warnings.append("query changed: diffing against the previous query's state")
         else:
             old_state = session.createDataFrame(session.sparkContext.emptyRDD(), schema)
-        rows, op, order = diff(old_state, new_state, layout.columns, info.key)
+        if first is None:
+            rows, op, order = diff(old_state, new_state, layout.columns, info.key)
         diag["correction_key"] = list(info.key) if info.key is not None else None
         return write_output(finalize(rows, op, order, layout, request), request)
     finally:

@@ -1152,8 +1152,8 @@ def test_a_top_aggregate_writes_each_groups_old_and_new_row(spark, tmp_path):
                Event(OP_APPEND, minutes(2), ("q", 1)), Event(OP_APPEND, minutes(3), ("q", 0))]
     nested = sql("SELECT k, named_struct('z', max(x * -0.0D)) AS s, count(*) AS n, max(event_time) AS event_time "
                  "FROM a GROUP BY k")  # -0.0 inside a struct: only netting normalises it
-    cases = [(floats, events, [2, 2, 6], [None, "per group", "per group"]),
-             (fine, collide, [2, 2, 1, 1], [None, "netted", "netted", "per group"]),
+    cases = [(floats, events, [2, 2, 6], ["all new", "per group", "per group"]),
+             (fine, collide, [2, 2, 1, 1], ["all new", "netted", "netted", "per group"]),
              (nested, events, [2, 2, 6], [None, "netted", "netted"])]
     for n, (transform, history, cuts, expected) in enumerate(cases):
         split = [Txn({"a": c}) for c in cuts]
@@ -1167,6 +1167,34 @@ def test_a_top_aggregate_writes_each_groups_old_and_new_row(spark, tmp_path):
         if transform is not nested:  # (reduce_output keys rows by flat values)
             got, want = reduce_output(inc.result.rows()), batch_reference(spark, transform, inc.inputs)
             assert _nan_named(got) == _nan_named(want)
+
+
+def test_a_first_step_writes_the_query_rows_without_counting_them(spark, tmp_path):
+    """The first step has no previous output to diff against: its slice is the query's rows, every one +A, sorted
+    (``slice: all new``) instead of counted into a state file and netted. The same bytes as the full path, which
+    counts them: identical rows, -0.0 and NaN as grouping writes them, by key for an output with one; a float inside a
+    struct is counted as before (grouping normalises it there too)."""
+    window = sql("SELECT event_time, k, x, CASE WHEN x = 0 THEN double('NaN') ELSE x * -0.0D END AS z, "
+                 "count(*) OVER (PARTITION BY k ORDER BY event_time) AS n FROM a")
+    grouped = sql("SELECT k, max(event_time) AS event_time, max(CASE WHEN x = 0 THEN double('NaN') ELSE x * -0.0D "
+                  "END) AS z, count(*) AS n FROM a GROUP BY k")
+    nested = sql("SELECT event_time, k, named_struct('z', x * -0.0D) AS s FROM (SELECT *, row_number() OVER "
+                 "(PARTITION BY k ORDER BY event_time) AS r FROM a) WHERE r <= 2")
+    events = [Event(OP_APPEND, minutes(1), ("p", 3)), Event(OP_APPEND, minutes(1), ("p", 3)),  # identical rows
+              Event(OP_APPEND, minutes(2), ("q", -2)), Event(OP_APPEND, minutes(2), ("q", 0)),  # 0.0, NaN
+              Event(OP_APPEND, minutes(3), (None, 1)), Event(OP_APPEND, minutes(3), ("p", 0)),  # a NULL key
+              Event(OP_APPEND, minutes(4), ("q", 5)), Event(R, minutes(1), ("p", 3))]
+    cases = [(window, "all new", 6), (grouped, "all new", 3), (nested, None, 5)]
+    for n, (transform, expected, rows) in enumerate(cases):
+        split = [Txn({"a": 6}), Txn({"a": 2})]
+        inc = _run(spark, tmp_path / f"inc{n}", transform, [InputSpec("a", DATA, events)], split)
+        full = _run(spark, tmp_path / f"full{n}", transform, [InputSpec("a", DATA, events)], split,
+                    incremental=False)
+        assert [r.diagnostics["path"] for r in inc.result.responses] == ["rebuild", "incremental"]
+        assert inc.result.responses[0].diagnostics.get("slice") == expected
+        assert inc.result.slices[0].num_rows == rows
+        for a, b in zip(inc.result.slices, full.result.slices, strict=True):
+            assert a.schema.equals(b.schema, check_metadata=True) and _bits(a) == _bits(b), (_bits(a), _bits(b))
 
 
 def _nan_named(rows: Counter) -> Counter:
