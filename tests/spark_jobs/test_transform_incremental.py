@@ -408,7 +408,7 @@ def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
     for a, b, c in zip(inc.result.slices, adaptive.result.slices, full.result.slices):
         assert a.equals(b) and a.equals(c), (a.to_pylist(), b.to_pylist(), c.to_pylist())
     # steps 2 and 3 remove p's extremes (its groups are recomputed: netted), step 4 adds a group
-    assert [r.diagnostics["slice"] for r in inc.result.responses] == [None, "netted", "netted", "per group"]
+    assert [r.diagnostics["slice"] for r in inc.result.responses] == ["all new", "netted", "netted", "per group"]
     ops = [r["op"] for t in inc.result.slices for r in t.to_pylist()]
     assert {R, OP_CORRECT_FROM, OP_CORRECT_TO} <= set(ops)  # the history exercised retractions and corrections
 
@@ -468,7 +468,7 @@ def test_tied_extremes_recompute_the_group(spark, tmp_path):
     inc = _run(spark, tmp_path / "inc", transform, [InputSpec("a", DATA, history)], split)
     diags = [r.diagnostics for r in inc.result.responses]
     assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 5
-    assert [d["slice"] for d in diags] == [None, "per group", "netted", "per group", "netted", "per group"], diags
+    assert [d["slice"] for d in diags] == ["all new", "per group", "netted", "per group", "netted", "per group"], diags
     assert [d.get("history") is None for d in diags[1:]] == [True, False, True, False, True], diags
     latest = [{r["k"]: (r["last_x"], r["first_x"]) for r in t.to_pylist() if r["op"] in (OP_APPEND, OP_CORRECT_TO)}
               for t in inc.result.slices]
