@@ -151,7 +151,7 @@ def _execute(spark: SparkSession, request: TransformRequest, inputs: list[QueryI
         timings["plan"] = time.monotonic() - t0
         t1 = time.monotonic()
         interval, counts = run_stateful(session, request, inputs, info, schemas, diag, planned)
-        timings.update(diag.pop("timings", {}))  # its parts: evaluate (the query or the change), checkpoint
+        timings.update(diag.pop("timings", {}))  # its parts: evaluate, states (a rebuild), checkpoint
     if interval is None and os.path.exists(local_path(request.new_data_path)):
         os.remove(local_path(request.new_data_path))  # left by an earlier attempt of this transaction
     timings["execute"] = time.monotonic() - t1

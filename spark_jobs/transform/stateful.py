@@ -336,10 +336,12 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
             from spark_jobs.transform import incremental
 
             states: dict[str, Any] = {}
+            t1 = time.monotonic()
             for op in step.plan.ops:  # children first: an operator's table may derive from those below it
                 if op.kind != incremental.keyed.KIND:
                     states.update({name: step.keep(df)[0]
                                    for name, df in incremental.initial_states(step, op, states).items()})
+            diag["timings"]["states"] = time.monotonic() - t1
             t1 = time.monotonic()
             sizes = incremental.write_checkpoint(step, request, states)
             diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
