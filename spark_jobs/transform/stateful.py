@@ -315,7 +315,8 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
           ends: Mapping[str, int | None], unchanged: bool, step: Any = None
           ) -> tuple[OffsetInterval | None, dict[str, int]]:
     """The query over the inputs' whole state, diffed against the previous output state; with ``step`` the
-    operators' states are computed too and the checkpoint is an incremental one."""
+    operators' states are computed too and the checkpoint is an incremental one (then, without a previous output,
+    the query's rows are the slice as they are: :func:`first_diff`)."""
     warnings: list[str] = diag.setdefault("warnings", [])
     t0 = time.monotonic()
     # the incremental checkpoint keeps operator states only: the output state goes to a file next to it, for the diff
@@ -349,14 +350,14 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
         if first is not None:
             diag["slice"] = "all new"
             rows, op, order = first
-        elif prev is not None and prev.stateful:
-            old_state = align_old_state(previous_output(session, request, inputs, schemas, prev), schema,
-                                        layout.columns)
-            if not unchanged:
-                warnings.append("query changed: diffing against the previous query's state")
         else:
-            old_state = session.createDataFrame(session.sparkContext.emptyRDD(), schema)
-        if first is None:
+            if prev is not None and prev.stateful:
+                old_state = align_old_state(previous_output(session, request, inputs, schemas, prev), schema,
+                                            layout.columns)
+                if not unchanged:
+                    warnings.append("query changed: diffing against the previous query's state")
+            else:
+                old_state = session.createDataFrame(session.sparkContext.emptyRDD(), schema)
             rows, op, order = diff(old_state, new_state, layout.columns, info.key)
         diag["correction_key"] = list(info.key) if info.key is not None else None
         return write_output(finalize(rows, op, order, layout, request), request)
