@@ -1077,7 +1077,8 @@ def bench_stacked(ctx: Ctx) -> str:
     ])
 
 
-REBUILT = {"running sum per key": "WINDOW_SQL", "lag per key": "LAG_SQL", "GROUP BY 10k keys": "INCREMENTAL_SQL"}
+REBUILT = {"running sum per key": ("window", WINDOW_SQL), "lag per key": ("lag", LAG_SQL),
+           "GROUP BY 10k keys": ("group-by", INCREMENTAL_SQL)}
 
 
 def bench_rebuild(ctx: Ctx) -> str:
@@ -1089,17 +1090,16 @@ def bench_rebuild(ctx: Ctx) -> str:
     root = ctx.root(rows)
     reps = sz.aggregate_reps[rows] // 2 + 1
     results, notes = [], []
-    for what, const in REBUILT.items():
-        query = globals()[const]
+    for what, (slug, query) in REBUILT.items():
         firsts: dict[str, list[Run]] = {"rebuild": [], "full": []}
         batch: list[float] = []
+        want: list[tuple] = []
 
         def first(mode: str) -> Callable[[], float]:
             def go() -> float:
                 ctx.spark.conf.set("spark.odf.incremental.enabled", "true" if mode == "rebuild" else "false")
                 try:
-                    name = make_derivative(ctx.ws, f"first-{const.lower().replace('_', '-')}-{mode}-"
-                                           f"{len(firsts[mode])}", root, query)
+                    name = make_derivative(ctx.ws, f"first-{slug}-{mode}-{len(firsts[mode])}", root, query)
                     firsts[mode].append(ctx.run(name))
                 finally:
                     ctx.spark.conf.unset("spark.odf.incremental.enabled")
@@ -1109,11 +1109,11 @@ def bench_rebuild(ctx: Ctx) -> str:
         def plain() -> float:
             t, got = batch_query(ctx, root, query)
             batch.append(t)
+            want[:] = sorted(tuple(r.values()) for r in got)
             return t
 
         alternate([first("rebuild"), first("full"), plain], reps)
-        name = f"first-{const.lower().replace('_', '-')}-rebuild-0"
-        want = sorted(tuple(r.values()) for r in batch_query(ctx, root, query)[1])
+        name = f"first-{slug}-rebuild-0"
         if _reduced_rows(ctx.ws, name) != want:
             raise RuntimeError(f"{name}: the first transaction's output differs from the batch query")
         rebuild, full = (median(r.seconds for r in firsts[m]) for m in ("rebuild", "full"))
