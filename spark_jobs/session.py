@@ -9,11 +9,14 @@ from __future__ import annotations
 import logging
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from pyspark.sql import SparkSession
 
 from odf_core.engine.spark_conf import DRIVER_CONF, SQL_CONF
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 def create_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
@@ -66,3 +69,37 @@ def job_group(spark: SparkSession, description: str, group: str | None = None) -
 
 def cancel(spark: SparkSession, group: str) -> None:
     spark.sparkContext.cancelJobGroup(group)
+
+
+def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
+    """Run ``first`` in a thread of its own while ``second`` runs in this one, and return both results.
+
+    Spark runs the jobs of two threads at once: where one job's stage leaves cores idle (a one-task sort and write)
+    the other's tasks use them. The thread sees what this one does: its job group (a cancelled request stops both)
+    and its active session, whose settings Spark reads when it builds expressions (a cast's ANSI mode). ``second``'s
+    error wins over ``first``'s: it is the one a run of ``second`` and then ``first`` would have raised."""
+    from pyspark import InheritableThread, SparkContext
+
+    jvm = SparkContext._jvm
+    assert jvm is not None, "no active SparkContext"
+    sessions = SparkSession._get_j_spark_session_class(jvm)
+    active = sessions.getActiveSession()
+    results: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            if active.isDefined():
+                sessions.setActiveSession(active.get())
+            results["value"] = first()
+        except BaseException as e:  # raised in the caller's thread below
+            results["error"] = e
+
+    thread = InheritableThread(target=run, daemon=True)
+    thread.start()
+    try:
+        other = second()
+    finally:
+        thread.join()
+    if "error" in results:
+        raise results["error"]
+    return results["value"], other

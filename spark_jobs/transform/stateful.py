@@ -23,6 +23,7 @@ from odf_core.metadata import DatasetVocabulary, OffsetInterval, TransformReques
 from spark_jobs.columns import col
 from spark_jobs.errors import EngineFailure, InvalidQuery
 from spark_jobs.parquet_files import local_path, write_single_parquet
+from spark_jobs.session import side_by_side
 from spark_jobs.transform.checkpoint import COUNT, Checkpoint, count_field, query_hash, read_checkpoint, stateful_meta
 from spark_jobs.transform.inputs import (
     OP_APPEND,
@@ -318,39 +319,27 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
     operators' states are computed too and the checkpoint is an incremental one (then, without a previous output,
     the query's rows are the slice as they are: :func:`first_diff`)."""
     warnings: list[str] = diag.setdefault("warnings", [])
-    t0 = time.monotonic()
+    diag.setdefault("timings", {})
+    modes = diag.setdefault("modes", {})
     # the incremental checkpoint keeps operator states only: the output state goes to a file next to it, for the diff
     target = None if step is None else local_path(request.new_checkpoint_path) + ".output.parquet"
-    try:
+
+    def output_slice() -> tuple[OffsetInterval | None, dict[str, int]]:
+        t0 = time.monotonic()
         first = None
         if step is not None and (prev is None or not prev.stateful):  # no previous output: every row is new
             names, rows = output_rows(session, request.transform, request.vocab, inputs, info.op_read, schemas, ends,
-                                      diag.setdefault("modes", {}))
+                                      modes)
             first = first_diff(rows, names, info.key)
             layout = OutputLayout(tuple(names), names[0], None, tuple(names[1:]))
-        if first is None:
-            layout, schema = write_state(session, request, inputs, info, schemas, ends, diag.setdefault("modes", {}),
-                                         target)
-            new_state = session.read.schema(schema).parquet(target or local_path(request.new_checkpoint_path))
-        diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
-        if step is not None:
-            from spark_jobs.transform import incremental
-
-            states: dict[str, Any] = {}
-            t1 = time.monotonic()
-            for op in step.plan.ops:  # children first: an operator's table may derive from those below it
-                if op.kind != incremental.keyed.KIND:
-                    states.update({name: step.keep(df)[0]
-                                   for name, df in incremental.initial_states(step, op, states).items()})
-            diag["timings"]["states"] = time.monotonic() - t1
-            t1 = time.monotonic()
-            sizes = incremental.write_checkpoint(step, request, states)
-            diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
-            diag["state_rows"] = sum(sizes.values())
         if first is not None:
+            diag["timings"]["evaluate"] = time.monotonic() - t0
             diag["slice"] = "all new"
             rows, op, order = first
         else:
+            layout, schema = write_state(session, request, inputs, info, schemas, ends, modes, target)
+            new_state = session.read.schema(schema).parquet(target or local_path(request.new_checkpoint_path))
+            diag["timings"]["evaluate"] = time.monotonic() - t0
             if prev is not None and prev.stateful:
                 old_state = align_old_state(previous_output(session, request, inputs, schemas, prev), schema,
                                             layout.columns)
@@ -361,9 +350,33 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
             rows, op, order = diff(old_state, new_state, layout.columns, info.key)
         diag["correction_key"] = list(info.key) if info.key is not None else None
         return write_output(finalize(rows, op, order, layout, request), request)
+
+    try:
+        if step is None:
+            return output_slice()
+        # the operators' states and the output slice read the same history for different results: side by side,
+        # one uses the cores the other leaves idle (the slice is numbered and written in one task)
+        return side_by_side(output_slice, lambda: _rebuild_states(step, request, diag))[0]
     finally:
         if target is not None and os.path.exists(target):
             os.remove(target)
+
+
+def _rebuild_states(step: Any, request: TransformRequest, diag: dict[str, Any]) -> None:
+    """Every operator's state from the inputs' whole history, written as the new (incremental) checkpoint."""
+    from spark_jobs.transform import incremental
+
+    states: dict[str, Any] = {}
+    t0 = time.monotonic()
+    for op in step.plan.ops:  # children first: an operator's table may derive from those below it
+        if op.kind != incremental.keyed.KIND:
+            states.update({name: step.keep(df)[0]
+                           for name, df in incremental.initial_states(step, op, states).items()})
+    diag["timings"]["states"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    sizes = incremental.write_checkpoint(step, request, states)
+    diag["timings"]["checkpoint"] = time.monotonic() - t0
+    diag["state_rows"] = sum(sizes.values())
 
 
 def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schema: T.StructType, prev: Checkpoint,
@@ -382,24 +395,33 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     # a top-level aggregate whose output carries its keys can give each group's old and new row (paired_diff)
     paired = info.key is not None and not any(_nested_float(types[n]) for n in names)
     top, new_states, pairs = incremental.output_change(step, out_schema.names, states, paired)
-    t1 = time.monotonic()
-    sizes = incremental.write_checkpoint(step, request, new_states)
-    diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
-    diag["state_rows"] = sum(sizes.values())
-    diag["sizing"] = step.sizing.describe()
-    diag["history"] = step.history_read()
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
     layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
-    if pairs is not None and info.key is not None:
-        diag["slice"] = "per group"
-        rows, op, order = paired_diff(pairs, out_schema.names, names, info.key, types)
-    else:
-        diag["slice"] = "netted"
-        # counted_change nets the rows: one row per distinct output row, its signed count the change
-        change = incremental.counted_change(top, out_schema.names, names, types)
-        rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
+
+    def output_slice() -> tuple[OffsetInterval | None, dict[str, int]]:
+        if pairs is not None and info.key is not None:
+            diag["slice"] = "per group"
+            rows, op, order = paired_diff(pairs, out_schema.names, names, info.key, types)
+        else:
+            diag["slice"] = "netted"
+            # counted_change nets the rows: one row per distinct output row, its signed count the change
+            change = incremental.counted_change(top, out_schema.names, names, types)
+            rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
+        return write_output(finalize(_as_read_back(rows, names, types), op, order, layout, request), request)
+
+    def checkpoint() -> None:
+        t1 = time.monotonic()
+        sizes = incremental.write_checkpoint(step, request, new_states)
+        diag["timings"]["checkpoint"] = time.monotonic() - t1
+        diag["state_rows"] = sum(sizes.values())
+
+    # both are written in one task each (one file each), from the change computed once: side by side they take
+    # the time of the longer one
+    written = side_by_side(output_slice, checkpoint)[0]
+    diag["sizing"] = step.sizing.describe()
+    diag["history"] = step.history_read()
     diag["correction_key"] = list(info.key) if info.key is not None else None
-    return write_output(finalize(_as_read_back(rows, names, types), op, order, layout, request), request)
+    return written
 
 
 def _nullable(t: T.DataType) -> T.DataType:

@@ -1,0 +1,67 @@
+"""Running two parts of one request's Spark work side by side (spark_jobs.session.side_by_side)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from spark_jobs.session import job_group, side_by_side
+
+pytestmark = pytest.mark.spark
+
+
+def sql_conf(spark, key: str) -> str:
+    """The setting Spark reads in the calling thread when it builds an expression (its active session's)."""
+    return spark.sparkContext._jvm.org.apache.spark.sql.internal.SQLConf.get().getConfString(key)
+
+
+def test_both_parts_run_at_once_in_the_callers_job_group_and_active_session(spark):
+    session = spark.newSession()
+    session.conf.set("spark.sql.session.timeZone", "Asia/Kathmandu")
+    session.createDataFrame([(1,)], "x int")  # makes it the active session of this thread, as a request's code does
+    assert sql_conf(spark, "spark.sql.session.timeZone") == "Asia/Kathmandu"
+    met = threading.Barrier(2, timeout=60)  # each part waits for the other: a sequential run would break it
+    sc = spark.sparkContext
+
+    def part(name: str) -> tuple[str, str | None, str]:
+        met.wait()
+        assert session.range(1000).selectExpr("sum(id)").first()[0] == 499500
+        return name, sc.getLocalProperty("spark.jobGroup.id"), sql_conf(spark, "spark.sql.session.timeZone")
+
+    ungrouped = set(sc.statusTracker().getJobIdsForGroup(None))
+    with job_group(session, "both parts", "odf-test-side-by-side") as group:
+        first, second = side_by_side(lambda: part("first"), lambda: part("second"))
+    assert first == ("first", group, "Asia/Kathmandu") and second == ("second", group, "Asia/Kathmandu")
+    # each part's jobs ran in the group, none outside it
+    assert len(sc.statusTracker().getJobIdsForGroup(group)) >= 2
+    assert set(sc.statusTracker().getJobIdsForGroup(None)) == ungrouped
+
+
+def test_the_second_parts_error_wins_and_both_parts_end_before_it_is_raised(spark):
+    finished: list[str] = []
+    failed = threading.Event()
+
+    def first(fails: bool):
+        def run() -> str:
+            failed.wait(60)  # still running when the second part fails
+            finished.append("first")
+            if fails:
+                raise ValueError("first failed")
+            return "first"
+        return run
+
+    def second(fails: bool):
+        def run() -> str:
+            if fails:
+                failed.set()
+                raise ValueError("second failed")
+            return "second"
+        return run
+
+    with pytest.raises(ValueError, match="second failed"):
+        side_by_side(first(True), second(True))
+    assert finished == ["first"]  # joined before the error was raised
+    failed.set()
+    with pytest.raises(ValueError, match="first failed"):
+        side_by_side(first(True), second(False))
+    assert side_by_side(first(False), second(False)) == ("first", "second")
