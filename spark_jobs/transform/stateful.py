@@ -415,7 +415,7 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
         diag["timings"]["checkpoint"] = time.monotonic() - t1
         diag["state_rows"] = sum(sizes.values())
 
-    # both are written in one task each (one file each), from the change computed once: side by side they take
+    # both are written in one task each (one file each), from the same change: side by side they take about
     # the time of the longer one
     written = side_by_side(output_slice, checkpoint)[0]
     diag["sizing"] = step.sizing.describe()
