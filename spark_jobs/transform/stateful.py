@@ -354,16 +354,23 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
     try:
         if step is None:
             return output_slice()
+        from spark_jobs.transform import incremental
+
         # the operators' states and the output slice read the same history for different results: side by side,
         # one uses the cores the other leaves idle (the slice is numbered and written in one task)
-        return side_by_side(output_slice, lambda: _rebuild_states(step, request, diag))[0]
+        written, states = side_by_side(output_slice, lambda: _rebuild_states(step, diag))
+        t0 = time.monotonic()
+        sizes = incremental.write_checkpoint(step, request, states)
+        diag["timings"]["checkpoint"] = time.monotonic() - t0
+        diag["state_rows"] = sum(sizes.values())
+        return written
     finally:
         if target is not None and os.path.exists(target):
             os.remove(target)
 
 
-def _rebuild_states(step: Any, request: TransformRequest, diag: dict[str, Any]) -> None:
-    """Every operator's state from the inputs' whole history, written as the new (incremental) checkpoint."""
+def _rebuild_states(step: Any, diag: dict[str, Any]) -> dict[str, DataFrame]:
+    """Every operator's state from the inputs' whole history (persisted: the checkpoint is written from them)."""
     from spark_jobs.transform import incremental
 
     states: dict[str, Any] = {}
@@ -373,10 +380,7 @@ def _rebuild_states(step: Any, request: TransformRequest, diag: dict[str, Any]) 
             states.update({name: step.keep(df)[0]
                            for name, df in incremental.initial_states(step, op, states).items()})
     diag["timings"]["states"] = time.monotonic() - t0
-    t0 = time.monotonic()
-    sizes = incremental.write_checkpoint(step, request, states)
-    diag["timings"]["checkpoint"] = time.monotonic() - t0
-    diag["state_rows"] = sum(sizes.values())
+    return states
 
 
 def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schema: T.StructType, prev: Checkpoint,
@@ -395,33 +399,24 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     # a top-level aggregate whose output carries its keys can give each group's old and new row (paired_diff)
     paired = info.key is not None and not any(_nested_float(types[n]) for n in names)
     top, new_states, pairs = incremental.output_change(step, out_schema.names, states, paired)
-    diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
-    layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
-
-    def output_slice() -> tuple[OffsetInterval | None, dict[str, int]]:
-        if pairs is not None and info.key is not None:
-            diag["slice"] = "per group"
-            rows, op, order = paired_diff(pairs, out_schema.names, names, info.key, types)
-        else:
-            diag["slice"] = "netted"
-            # counted_change nets the rows: one row per distinct output row, its signed count the change
-            change = incremental.counted_change(top, out_schema.names, names, types)
-            rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
-        return write_output(finalize(_as_read_back(rows, names, types), op, order, layout, request), request)
-
-    def checkpoint() -> None:
-        t1 = time.monotonic()
-        sizes = incremental.write_checkpoint(step, request, new_states)
-        diag["timings"]["checkpoint"] = time.monotonic() - t1
-        diag["state_rows"] = sum(sizes.values())
-
-    # both are written in one task each (one file each), from the same change: side by side they take about
-    # the time of the longer one
-    written = side_by_side(output_slice, checkpoint)[0]
+    t1 = time.monotonic()
+    sizes = incremental.write_checkpoint(step, request, new_states)
+    diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
+    diag["state_rows"] = sum(sizes.values())
     diag["sizing"] = step.sizing.describe()
     diag["history"] = step.history_read()
+    diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
+    layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
+    if pairs is not None and info.key is not None:
+        diag["slice"] = "per group"
+        rows, op, order = paired_diff(pairs, out_schema.names, names, info.key, types)
+    else:
+        diag["slice"] = "netted"
+        # counted_change nets the rows: one row per distinct output row, its signed count the change
+        change = incremental.counted_change(top, out_schema.names, names, types)
+        rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
     diag["correction_key"] = list(info.key) if info.key is not None else None
-    return written
+    return write_output(finalize(_as_read_back(rows, names, types), op, order, layout, request), request)
 
 
 def _nullable(t: T.DataType) -> T.DataType:

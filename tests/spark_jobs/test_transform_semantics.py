@@ -145,6 +145,21 @@ def test_rerunning_a_transaction_reproduces_rows_order_and_checkpoint(spark, tmp
         assert rows1.num_rows >= 4
 
 
+def test_rerunning_a_first_transaction_reproduces_its_slice_and_checkpoint_bytes(spark, tmp_path):
+    """A rebuild computes the operators' states beside the output slice (two threads): the bytes stay the same."""
+    a = InputSpec("a", KX, [Event(A, minutes(i), (k, i)) for i, k in enumerate("pqrspqrs" * 20)])
+    query = "SELECT event_time, k, x, sum(x) OVER (PARTITION BY k ORDER BY event_time) AS s FROM a"
+    coord = MiniCoordinator(spark, tmp_path, sql(query), [a])
+    doc = coord.request({"a": 100})
+    content = doc["content"]
+    written = []
+    for _ in range(4):
+        resp = coord.execute(doc)
+        assert resp.diagnostics["path"] == "rebuild" and resp.diagnostics["slice"] == "all new"
+        written.append((Path(content["newDataPath"]).read_bytes(), Path(content["newCheckpointPath"]).read_bytes()))
+    assert all(w == written[0] for w in written)
+
+
 def test_output_watermark_is_min_of_inputs_and_absent_until_all_have_one(spark, tmp_path):
     a = InputSpec("a", KX, [Event(A, minutes(10), ("p", 1)), Event(A, minutes(30), ("q", 2))])
     b = InputSpec("b", KX, [Event(A, minutes(20), ("r", 3))])
