@@ -1137,8 +1137,9 @@ def bench_rebuild(ctx: Ctx) -> str:
         "is the query's rows sorted, every row +A; the states computed side by side with it, the checkpoint after) "
         "and the full path's first transaction (`spark.odf.incremental.enabled=false`: the query's rows counted into "
         "its checkpoint, read back and netted against an empty state), each on a fresh derivative, alternated with "
-        f"the batch query (medians of {reps} runs). The rebuild's output is checked against the batch result (exact). Report only: a rebuild "
-        "runs once per derivative, query change or state-layout change (docs/transforms.md).",
+        f"the batch query (medians of {reps} runs). The rebuild's output is checked against the batch result "
+        "(exact). Report only: a rebuild runs once per derivative, query change or state-layout change "
+        "(docs/transforms.md).",
         "",
         render_results(results),
         "",
