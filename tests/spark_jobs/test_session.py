@@ -15,7 +15,20 @@ def sql_conf(spark, key: str) -> str:
     return spark.sparkContext._jvm.org.apache.spark.sql.internal.SQLConf.get().getConfString(key)
 
 
-def test_both_parts_run_at_once_in_the_callers_job_group_and_active_session(spark):
+@pytest.fixture
+def keeps_active_session(spark):
+    """Restores this thread's active session after a test that made a child session active (later tests build
+    expressions with its settings otherwise)."""
+    sessions = spark.sparkContext._jvm.org.apache.spark.sql.classic.SparkSession
+    before = sessions.getActiveSession()
+    yield
+    if before.isDefined():
+        sessions.setActiveSession(before.get())
+    else:
+        sessions.clearActiveSession()
+
+
+def test_both_parts_run_at_once_in_the_callers_job_group_and_active_session(spark, keeps_active_session):
     session = spark.newSession()
     session.conf.set("spark.sql.session.timeZone", "Asia/Kathmandu")
     session.createDataFrame([(1,)], "x int")  # makes it the active session of this thread, as a request's code does
