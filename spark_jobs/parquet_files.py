@@ -40,10 +40,22 @@ def list_parts(directory: str) -> list[str]:
     return sorted(glob.glob(os.path.join(directory, "part-*.parquet")))
 
 
+# Settings parquet-java reads through one values-writer factory shared by every writer in the JVM
+# (ParquetProperties.DEFAULT_VALUES_WRITER_FACTORY, parquet 1.17): a writer builds each row group's column writers from
+# the settings of whichever writer started last, so a write beside another one would get the other's. Every Spark
+# parquet write here keeps these at their defaults; then what runs beside a write cannot change its bytes.
+SHARED_WRITER_SETTINGS = ("parquet.enable.dictionary", "parquet.dictionary.page.size", "parquet.page.size",
+                          "parquet.enable.bytestreamsplit", "parquet.writer.version")
+
+
 def write_single_parquet(df: DataFrame, path: str, sort: Sequence[Column] = (),
                          options: dict[str, str] | None = None) -> None:
     """Write ``df`` as exactly one parquet file at ``path`` with Spark (one partition, the part file moved);
-    ``options`` go to the parquet writer (e.g. ``parquet.block.size``)."""
+    ``options`` go to the parquet writer (e.g. ``parquet.block.size``), never one of ``SHARED_WRITER_SETTINGS``."""
+    shared = sorted(k for k in options or {} if k.split("#", 1)[0] in SHARED_WRITER_SETTINGS)
+    if shared:
+        raise ValueError(f"parquet settings {shared} would reach writers running beside this one: "
+                         "see SHARED_WRITER_SETTINGS")
     target = local_path(path)
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)

@@ -358,11 +358,14 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
 
         # the operators' states and the output slice read the same history for different results: side by side,
         # one uses the cores the other leaves idle (the slice is numbered and written in one task)
-        written, states = side_by_side(output_slice, lambda: _rebuild_states(step, diag))
-        t0 = time.monotonic()
-        sizes = incremental.write_checkpoint(step, request, states)
-        diag["timings"]["checkpoint"] = time.monotonic() - t0
-        diag["state_rows"] = sum(sizes.values())
+        def states_and_checkpoint() -> None:
+            states = _rebuild_states(step, diag)
+            t0 = time.monotonic()
+            sizes = incremental.write_checkpoint(step, request, states)
+            diag["timings"]["checkpoint"] = time.monotonic() - t0
+            diag["state_rows"] = sum(sizes.values())
+
+        written = side_by_side(output_slice, states_and_checkpoint)[0]
         return written
     finally:
         if target is not None and os.path.exists(target):
@@ -399,24 +402,33 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     # a top-level aggregate whose output carries its keys can give each group's old and new row (paired_diff)
     paired = info.key is not None and not any(_nested_float(types[n]) for n in names)
     top, new_states, pairs = incremental.output_change(step, out_schema.names, states, paired)
-    t1 = time.monotonic()
-    sizes = incremental.write_checkpoint(step, request, new_states)
-    diag.setdefault("timings", {})["checkpoint"] = time.monotonic() - t1
-    diag["state_rows"] = sum(sizes.values())
-    diag["sizing"] = step.sizing.describe()
-    diag["history"] = step.history_read()
     diag.setdefault("timings", {})["evaluate"] = time.monotonic() - t0
     layout = OutputLayout(tuple(names), query_layout.event_time, None, query_layout.data)
-    if pairs is not None and info.key is not None:
-        diag["slice"] = "per group"
-        rows, op, order = paired_diff(pairs, out_schema.names, names, info.key, types)
-    else:
-        diag["slice"] = "netted"
-        # counted_change nets the rows: one row per distinct output row, its signed count the change
-        change = incremental.counted_change(top, out_schema.names, names, types)
-        rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
+
+    def output_slice() -> tuple[OffsetInterval | None, dict[str, int]]:
+        if pairs is not None and info.key is not None:
+            diag["slice"] = "per group"
+            rows, op, order = paired_diff(pairs, out_schema.names, names, info.key, types)
+        else:
+            diag["slice"] = "netted"
+            # counted_change nets the rows: one row per distinct output row, its signed count the change
+            change = incremental.counted_change(top, out_schema.names, names, types)
+            rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
+        return write_output(finalize(_as_read_back(rows, names, types), op, order, layout, request), request)
+
+    def checkpoint() -> None:
+        t1 = time.monotonic()
+        sizes = incremental.write_checkpoint(step, request, new_states)
+        diag["timings"]["checkpoint"] = time.monotonic() - t1
+        diag["state_rows"] = sum(sizes.values())
+
+    # both are written in one task each (one file each), from the same change: side by side they take the time of
+    # the longer one (neither carries encoding settings the other could take: parquet_files.SHARED_WRITER_SETTINGS)
+    written = side_by_side(output_slice, checkpoint)[0]
+    diag["sizing"] = step.sizing.describe()
+    diag["history"] = step.history_read()
     diag["correction_key"] = list(info.key) if info.key is not None else None
-    return write_output(finalize(_as_read_back(rows, names, types), op, order, layout, request), request)
+    return written
 
 
 def _nullable(t: T.DataType) -> T.DataType:

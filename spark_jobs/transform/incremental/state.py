@@ -155,11 +155,11 @@ class StateWriter:
 
         order = [F.col(TABLE), F.col(BUCKET),
                  *[F.col(f.name).asc_nulls_first() for f in fields if orderable(f.dataType)]]
-        # state values are mostly distinct per row (keys, sums, extremes): a dictionary would be built for every
-        # column and dropped again; the table and bucket columns keep theirs (long runs of one value)
-        options = {"parquet.block.size": str(ROW_GROUP_BYTES),
-                   **{f"parquet.enable.dictionary#{f.name}": "false" for f in fields}}
-        write_single_parquet(whole, path, sort=order, options=options)
+        # every column keeps parquet's default encodings, dictionaries included, although most state values are
+        # distinct (a dictionary is tried and dropped, ~15% of the write): a writer's own encoding settings reach the
+        # writers running beside it in this JVM (parquet_files.SHARED_WRITER_SETTINGS), and the checkpoint's bytes
+        # must not depend on what runs beside it
+        write_single_parquet(whole, path, sort=order, options={"parquet.block.size": str(ROW_GROUP_BYTES)})
         got = obs.get
         return {name: int(got.get(f"n{s['id']}") or 0) for name, s in specs.items()}
 
