@@ -2,6 +2,7 @@
 a loud notice at the end of a run when paths were skipped because a tool is missing on this machine."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -45,6 +46,9 @@ def spark():
 
     plan_cache.clear()  # the plans' JVM objects are released while the gateway is still up, not at exit
     session.stop()
+    # py4j says at INFO that it closes each connection, from their finalizers at interpreter exit: by then the
+    # handlers' streams (pytest's captures) are closed, and logging printed a "Logging error" after the summary
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 
