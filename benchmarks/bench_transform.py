@@ -1134,7 +1134,7 @@ def bench_rebuild(ctx: Ctx) -> str:
         f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
         f"The first transaction of a new derivative over a root of {_millions(rows)} rows in {sz.slices} slices: the "
         "incremental path's rebuild (the output slice and every operator's state from the whole history; the slice "
-        "is the query's rows sorted, every row +A; the states computed side by side with it, the checkpoint after) "
+        "is the query's rows sorted, every row +A; the states and the checkpoint computed side by side with it) "
         "and the full path's first transaction (`spark.odf.incremental.enabled=false`: the query's rows counted into "
         "its checkpoint, read back and netted against an empty state), each on a fresh derivative, alternated with "
         f"the batch query (medians of {reps} runs). The rebuild's output is checked against the batch result "
