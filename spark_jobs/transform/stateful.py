@@ -354,22 +354,24 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
     try:
         if step is None:
             return output_slice()
-        from spark_jobs.transform import incremental
-
         # the operators' states and the output slice read the same history for different results: side by side,
         # one uses the cores the other leaves idle (the slice is numbered and written in one task)
-        def states_and_checkpoint() -> None:
-            states = _rebuild_states(step, diag)
-            t0 = time.monotonic()
-            sizes = incremental.write_checkpoint(step, request, states)
-            diag["timings"]["checkpoint"] = time.monotonic() - t0
-            diag["state_rows"] = sum(sizes.values())
-
-        written = side_by_side(output_slice, states_and_checkpoint)[0]
-        return written
+        return side_by_side(output_slice,
+                            lambda: _write_checkpoint(step, request, _rebuild_states(step, diag), diag))[0]
     finally:
         if target is not None and os.path.exists(target):
             os.remove(target)
+
+
+def _write_checkpoint(step: Any, request: TransformRequest, states: Mapping[str, DataFrame],
+                      diag: dict[str, Any]) -> None:
+    """The incremental checkpoint from the operators' states, timed and counted in the step's diagnostics."""
+    from spark_jobs.transform import incremental
+
+    t0 = time.monotonic()
+    sizes = incremental.write_checkpoint(step, request, states)
+    diag["timings"]["checkpoint"] = time.monotonic() - t0
+    diag["state_rows"] = sum(sizes.values())
 
 
 def _rebuild_states(step: Any, diag: dict[str, Any]) -> dict[str, DataFrame]:
@@ -416,15 +418,9 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
             rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
         return write_output(finalize(_as_read_back(rows, names, types), op, order, layout, request), request)
 
-    def checkpoint() -> None:
-        t1 = time.monotonic()
-        sizes = incremental.write_checkpoint(step, request, new_states)
-        diag["timings"]["checkpoint"] = time.monotonic() - t1
-        diag["state_rows"] = sum(sizes.values())
-
     # both are written in one task each (one file each), from the same change: side by side they take the time of
     # the longer one (neither carries encoding settings the other could take: parquet_files.SHARED_WRITER_SETTINGS)
-    written = side_by_side(output_slice, checkpoint)[0]
+    written = side_by_side(output_slice, lambda: _write_checkpoint(step, request, new_states, diag))[0]
     diag["sizing"] = step.sizing.describe()
     diag["history"] = step.history_read()
     diag["correction_key"] = list(info.key) if info.key is not None else None
