@@ -350,7 +350,9 @@ def test_a_tampered_checkpoint_is_never_built_on(ws, engine, http_server):
     ckpt = h.store.local_path(f"checkpoints/{h.state().last_checkpoint.physical_hash}")
     with open(ckpt, "r+b") as f:
         f.seek(-20, 2)
-        f.write(b"\0" * 4)
+        b = f.read(4)
+        f.seek(-4, 1)
+        f.write(bytes(x ^ 0xFF for x in b))  # flipped, so the bytes always change
     http_server.resources["/c.csv"] = Resource(b"city,population\nA,1\nB,3\n", etag='"e2"')
     with pytest.raises(OdfError, match=r"checkpoint .* is corrupted: its bytes hash to"):
         tx.pull(ws, "cities", engine)
