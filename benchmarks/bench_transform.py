@@ -575,8 +575,15 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
         series.append(IncrementalSeries(rows, root, name, ctx.run(name)))
         print(f"  incremental: first (rebuild) run over {root.handle.state().next_offset} rows "
               f"{series[-1].first.seconds:.1f} s", flush=True)
+    # the gated growth's control: the same step on a second dataset of the smallest size (same ids, other values),
+    # paired with the first like the largest size is; what two datasets differ by when their histories do not
+    control: IncrementalSeries | None = None
+    if targets:
+        twin = ctx.root(sz.histories[0], twin=True)
+        twin_name = make_derivative(ctx.ws, f"{prefix}-{sz.histories[0]}-twin", twin, query)
+        control = IncrementalSeries(sz.histories[0], twin, twin_name, ctx.run(twin_name))
     for k in range(sz.warm_steps):  # unmeasured: the JVM compiles the paths of a 10k-row step
-        for s in series:
+        for s in series + ([control] if control else []):
             s.root.add(sz.new_rows, seed=1990 + k)
             ctx.run(s.name)
 
@@ -602,7 +609,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
     # one loop over both history sizes, so that the JVM's slow drift over a long run (JIT, heap) hits both alike
     trials = [t for s in series for t in (incremental(s), tiny_step(ctx, tiny, tiny_name, 100 * s.rows, s.fixed))]
     reps = sz.gated_incremental_reps if targets else sz.incremental_reps
-    alternate(trials + [plain_batch(s) for s in series], reps)
+    alternate(trials + ([incremental(control)] if control else []) + [plain_batch(s) for s in series], reps)
     rows_out, notes, breakdowns = [], [], []
     net: dict[int, float] = {}
     jobs_net: dict[int, float] = {}
@@ -658,6 +665,25 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
     rows_out.append(Result(f"the same, Spark job time only: on {_millions(big.rows)} vs on {_millions(small.rows)}",
                            jobs_net[big.rows], jobs_net[small.rows], "s", None,
                            f"the same on {_millions(small.rows)}", lower_is_better=True))
+    control_text: list[str] = []
+    if control is not None:
+        _, expected = batch_query(ctx, control.root, query)
+        if _reduced(ctx.ws, control.name, "k") != {r["k"]: r for r in expected}:
+            raise RuntimeError(f"{control.name}: the incremental output differs from the batch query")
+        twin_diff = [b.seconds - a.seconds for a, b in zip(small.runs, control.runs)]
+        twin_jobs = [job_seconds(b) - job_seconds(a) for a, b in zip(small.runs, control.runs)]
+        tq, tjq = quartiles(twin_diff), quartiles(twin_jobs)
+        rows_out.append(Result(f"control: the step on a second {_millions(small.rows)} dataset (same ids, other "
+                               f"values) vs on the first: the {_millions(small.rows)} net plus their paired difference",
+                               max(net[small.rows] + median(twin_diff), 0.0), net[small.rows], "s", None,
+                               f"the same step on {_millions(small.rows)}", lower_is_better=True))
+        control_text = [
+            f"- Control, paired the same way: the step on a second {_millions(small.rows)} dataset minus the step on "
+            f"the first, median {median(twin_diff) * 1000:.0f} ms (quartiles {tq[0] * 1000:.0f} to "
+            f"{tq[1] * 1000:.0f} ms) of wall time, {median(twin_jobs) * 1000:.0f} ms (quartiles "
+            f"{tjq[0] * 1000:.0f} to {tjq[1] * 1000:.0f} ms) of Spark job time: two datasets whose histories are "
+            "the same size differ by this much; a growth within it is not one the history's size makes. Its "
+            "reduced output is checked against the batch result too."]
     return "\n".join([
         f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
         f"Query: `{query}` (10k groups). Each incremental transaction follows a new {sz.new_rows:,}-row "
@@ -684,6 +710,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
         f"{_millions(small.rows)} of the same repetition, median {median(growth) * 1000:.0f} ms (quartiles "
         f"{gq[0] * 1000:.0f} to {gq[1] * 1000:.0f} ms) of wall time, {median(growth_jobs) * 1000:.0f} ms (quartiles "
         f"{jq[0] * 1000:.0f} to {jq[1] * 1000:.0f} ms) of Spark job time.",
+        *control_text,
         *[f"- {n}" for n in notes],
         "",
         *breakdowns,
