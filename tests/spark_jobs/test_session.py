@@ -78,3 +78,42 @@ def test_the_second_parts_error_wins_and_both_parts_end_before_it_is_raised(spar
     with pytest.raises(ValueError, match="first failed"):
         side_by_side(first(True), second(False))
     assert side_by_side(first(False), second(False)) == ("first", "second")
+
+
+def _commands_sent(monkeypatch) -> list[str]:
+    """The kind of every py4j command this process sends from now on (c: a call, r: a reflection lookup...)."""
+    import py4j.clientserver as cs
+
+    sent: list[str] = []
+    send = cs.ClientServerConnection.send_command
+
+    def counting(self, command):
+        sent.append(command.split("\n", 1)[0])
+        return send(self, command)
+
+    monkeypatch.setattr(cs.ClientServerConnection, "send_command", counting)
+    return sent
+
+
+def test_a_request_calls_spark_functions_without_looking_them_up_again(spark, monkeypatch):
+    from pyspark.sql import functions as F
+
+    from spark_jobs.session import request_session
+
+    session = request_session(spark)  # what every request does first
+    F.col("warm"), F.lit(0), F.when(F.lit(True), 1)  # each function's first call looks it up
+    sent = _commands_sent(monkeypatch)
+    built = [F.when(F.col("x") > F.lit(i), F.col("x")).otherwise(F.lit(i)).alias(f"y{i}") for i in range(3)]
+    assert "r" not in sent and sent.count("c") >= 3 * 7  # only calls: no reflection round trip before each
+    rows = session.createDataFrame([(1,), (5,)], "x int").select(*built).collect()
+    assert [tuple(r) for r in rows] == [(1, 1, 2), (5, 5, 5)]
+
+
+def test_without_pyspark_s_internal_lookup_function_nothing_is_changed(monkeypatch):
+    from pyspark.sql.functions import builtin
+
+    from spark_jobs.session import cache_function_lookups
+
+    monkeypatch.delattr(builtin, "_get_jvm_function")
+    cache_function_lookups()  # a cluster's pyspark may not have it: F.* calls stay as they are
+    assert not hasattr(builtin, "_get_jvm_function")
