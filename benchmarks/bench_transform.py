@@ -558,6 +558,14 @@ def bench_latest(ctx: Ctx) -> str:
                    "the 10k groups' state: the extreme event times and the values at them", targets=False)
 
 
+def _check_by_key(ctx: Ctx, name: str, expected: dict) -> None:
+    """The derivative's reduced output, by ``k``, must equal the batch query's rows."""
+    got = _reduced(ctx.ws, name, "k")
+    if got != expected:
+        diff = [k for k in set(got) | set(expected) if got.get(k) != expected.get(k)][:3]
+        raise RuntimeError(f"{name}: the incremental output differs from the batch query at keys {diff}")
+
+
 def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: bool = True) -> str:
     """An incremental GROUP BY (by ``k``) step on each history size vs a batch query over everything, and vs the
     same step on the smallest history, with the fixed cost (a tiny step) subtracted; ``targets``: #11's (the GROUP
@@ -614,10 +622,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
     net: dict[int, float] = {}
     jobs_net: dict[int, float] = {}
     for s in series:
-        got = _reduced(ctx.ws, s.name, "k")
-        if got != s.expected:
-            diff = [k for k in set(got) | set(s.expected) if got.get(k) != s.expected.get(k)][:3]
-            raise RuntimeError(f"{s.name}: the incremental output differs from the batch query at keys {diff}")
+        _check_by_key(ctx, s.name, s.expected)
         runs, fixed = s.runs, s.fixed
         step_s, batch_s, fixed_s = median(r.seconds for r in runs), median(s.batch), median(r.seconds for r in fixed)
         net[s.rows] = paired_net(runs, fixed)
@@ -667,9 +672,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
                            f"the same on {_millions(small.rows)}", lower_is_better=True))
     control_text: list[str] = []
     if control is not None:
-        _, expected = batch_query(ctx, control.root, query)
-        if _reduced(ctx.ws, control.name, "k") != {r["k"]: r for r in expected}:
-            raise RuntimeError(f"{control.name}: the incremental output differs from the batch query")
+        _check_by_key(ctx, control.name, {r["k"]: r for r in batch_query(ctx, control.root, query)[1]})
         twin_diff = [b.seconds - a.seconds for a, b in zip(small.runs, control.runs)]
         twin_jobs = [job_seconds(b) - job_seconds(a) for a, b in zip(small.runs, control.runs)]
         tq, tjq = quartiles(twin_diff), quartiles(twin_jobs)
