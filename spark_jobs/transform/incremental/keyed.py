@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
-from spark_jobs.transform.incremental.frames import COUNT, evaluate, expand, project
+from spark_jobs.transform.incremental.frames import COUNT, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.key_ranges import Interval, KeySource, bounds, interval_bounds, intervals, \
     sources
 from spark_jobs.transform.incremental.plan import Unsupported
@@ -64,12 +64,66 @@ def _unalias(cat: Catalyst, e: Any) -> Any:
     return e.child() if cat.cls(e) == "Alias" else e
 
 
+# aggregate functions whose value is a function of the multiset of their rows, whatever order Spark reads them in;
+# ``_EXACT_ONLY`` ones only over values that compare equal only when they are equal (no floating point: a sum's
+# rounding depends on the order of its additions, and max(-0.0, 0.0) is the first of the two; no collation)
+_ORDER_FREE = frozenset({"Count", "BitAndAgg", "BitOrAgg", "BitXorAgg", "BoolAnd", "BoolOr", "HyperLogLogPlusPlus"})
+_EXACT_ONLY = frozenset({"Sum", "Average", "Min", "Max", "Percentile"})
+
+
+def _exact(t: T.DataType) -> bool:
+    """Whether equal values of the type are the same value (no floating point, no collated string, inside too)."""
+    if isinstance(t, (T.FloatType, T.DoubleType)):
+        return False
+    if isinstance(t, T.StringType):
+        return t.collation == "UTF8_BINARY"
+    if isinstance(t, T.StructType):
+        return all(_exact(f.dataType) for f in t.fields)
+    if isinstance(t, T.ArrayType):
+        return _exact(t.elementType)
+    if isinstance(t, T.MapType):
+        return _exact(t.keyType) and _exact(t.valueType)
+    return True
+
+
+def order_dependent(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
+    """The first aggregate function in ``exprs`` whose value can depend on the order Spark reads its rows in (a
+    DOUBLE sum, collect_list, first, stddev...), as SQL; None when there is none.
+
+    An operator by key recomputes the touched keys' output *before* the change from the history, and retracts those
+    rows: a value that depends on the read order can then differ from the row output before, and the retraction
+    would remove a row that is not there. Such an operator takes the full path, which keeps its output."""
+    pending = list(exprs)
+    while pending:
+        e = pending.pop()
+        if cat.cls(e) == "AggregateExpression":
+            fn = e.aggregateFunction()
+            name = cat.cls(fn)
+            if name in _ORDER_FREE:
+                continue
+            if name in _EXACT_ONLY and all(_exact(spark_type(a)) for a in cat.items(fn.children())):
+                continue
+            return str(e.sql())
+        pending += cat.items(e.children())
+    return None
+
+
+def _retracts(cat: Catalyst, name: str, exprs: Sequence[Any], what: str) -> None:
+    """Refuses an operator by key whose output depends on the order of its rows (:func:`order_dependent`)."""
+    found = order_dependent(cat, exprs)
+    if found is not None:
+        raise Unsupported(name, f"{found}: its value depends on the order Spark reads the rows in, so {what} "
+                                "recomputed from the history could differ from the row output before it")
+
+
 def analyze_window(cat: Catalyst, node: Any, why: Unsupported | None = None) -> KeyedSpec:
     """``why``: why the window keeps no running state (:mod:`.running`), said in the detail."""
     name = cat.cls(node)
     keys = tuple(cat.items(node.partitionSpec()))
     if not keys:
         raise Unsupported(name, "a window without PARTITION BY: any new row can change every output row")
+    if name == "Window" and not cat.items(node.orderSpec()):  # with an ORDER BY, frames fold rows in its order
+        _retracts(cat, name, cat.items(node.windowExpressions()), "a partition")
     what = "window functions" if name == "Window" else "a per-partition row limit"
     src = sources(cat, node, (keys,))
     return KeyedSpec(name, (keys,), (False,),
@@ -82,6 +136,7 @@ def analyze_aggregate(cat: Catalyst, node: Any, why: Unsupported) -> KeyedSpec:
     keys = tuple(_unalias(cat, g) for g in cat.items(node.groupingExpressions()))
     if not keys:
         raise why  # a global aggregate: every change touches the one group, the full path is as good
+    _retracts(cat, "Aggregate", cat.items(node.aggregateExpressions()), "a group")
     src = sources(cat, node, (keys,))
     return KeyedSpec("Aggregate", (keys,), (False,),
                      f"{why.reason.rstrip('.')}: the groups ({len(keys)} key(s)) the new rows touch are recomputed "
