@@ -456,10 +456,11 @@ def bench_aggregation(ctx: Ctx) -> str:
         f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
         f"Query: `{AGGREGATE_SQL}` (the query of issue #11's first figures). Each incremental transaction follows a "
         f"new {sz.new_rows:,}-row slice. A DOUBLE sum cannot be updated exactly (floating-point addition is not "
-        "invertible), so this GROUP BY takes the incremental path *by key*: a step recomputes the groups its new rows "
-        "touch from their rows in the input's history. Here every slice holds all 8 categories, so every step reads "
-        "the whole history, and its cost grows with it (docs/transforms.md; bench_incremental measures a GROUP BY "
-        "whose functions all keep a state). Each step outputs 8 -C/+C pairs (checked). The reduced output is checked "
+        "invertible), nor recomputed per group (its rounding depends on the order Spark reads the rows in, so a "
+        "recomputed row could differ from the one to retract), so this GROUP BY takes the full path: a step runs the "
+        "query over the whole history and nets its rows against the output kept in the checkpoint, and its cost "
+        "grows with the history (docs/transforms.md; bench_incremental measures a GROUP BY whose functions all keep "
+        "a state). Each step outputs 8 -C/+C pairs (checked). The reduced output is checked "
         f"against the batch result. Medians ({reps_text}), alternating with the batch query. "
         "Ratio = incremental / batch (lower is better; reported, no target).",
         "",
@@ -1260,7 +1261,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
 
 TITLES = {
     "bench_stateless": "Stateless transform: cost of 10k new rows vs size of the input history",
-    "bench_aggregation": "Aggregation with a DOUBLE sum (by key): a transaction vs one batch query over everything",
+    "bench_aggregation": "Aggregation with a DOUBLE sum (full path): a transaction vs one batch query over everything",
     "bench_incremental": "Incremental GROUP BY: a transaction vs one batch query over everything, vs the history",
     "bench_distinct": "Incremental count(DISTINCT): a transaction vs one batch query over everything, vs the history",
     "bench_distinct_sets": "Incremental count(DISTINCT) over two column sets: a transaction vs one batch query over "

@@ -118,6 +118,9 @@ FAMILIES = {
     # first()/last(): Spark picks a row by the order it reads them; here every row a group can pick has one value
     "first_last": (sql("SELECT k, first(CASE WHEN x > 4 THEN upper(k) END) IGNORE NULLS AS big, last(k) AS lk, "
                        "count(*) AS n, max(event_time) AS event_time FROM a GROUP BY k"), ()),
+    # by key: functions with no state here whose value does not depend on the order of the rows (.keyed)
+    "aggregate_by_key": (sql("SELECT k, bit_or(x) AS bits, approx_count_distinct(x) AS nd, every(x > 0) AS pos, "
+                             "max(event_time) AS event_time FROM a GROUP BY k"), ()),
     # the value counts of a window's groups leave the state with them
     "count_distinct_by_window": (sql("SELECT window.start AS event_time, count(DISTINCT x) AS nd, count(*) AS n, "
                                      "sum(DISTINCT x) AS sd FROM a GROUP BY window(event_time, '30 minutes')"), ()),
@@ -478,6 +481,41 @@ def test_tied_extremes_recompute_the_group(spark, tmp_path):
     assert reduce_output(inc.result.rows()) == batch_reference(spark, transform, inc.inputs)
     explained = diags[0]["operators"]
     assert ("Aggregate", "incremental") in explained, explained
+
+
+FLOATS = pa.schema([pa.field("k", pa.string()), pa.field("x", pa.float64())])
+
+
+@pytest.mark.parametrize("query, operator", [
+    ("SELECT k, sum(x) AS s, stddev(x) AS sd, collect_list(x) AS xs, count(*) AS n, max(event_time) AS event_time "
+     "FROM a GROUP BY k", "Aggregate"),
+    ("SELECT event_time, k, x, sum(x) OVER (PARTITION BY k) AS s, collect_list(x) OVER (PARTITION BY k) AS xs, "
+     "count(*) OVER (PARTITION BY k) AS n FROM a", "Window"),
+])
+def test_a_value_that_depends_on_the_rows_order_is_never_recomputed_to_retract_it(spark, tmp_path, query, operator):
+    """A DOUBLE sum (its rounding), collect_list (its order) and stddev depend on the order Spark reads the rows in.
+    Recomputed from the history by key, a group's row *before* the change could differ from the row output then,
+    and its retraction removed a row that was never there (a malformed changelog). Such a query takes the full
+    path, which keeps its output; every retraction matches a live row."""
+    values = [1e16, 1.0, 0.1, 0.2, 0.3, -1e16, 3.0, 1e-3, 7.7]
+    history = [Event(OP_APPEND, minutes(i), ("pq"[(i * 7) % 3 % 2], values[(i * 5) % len(values)]))
+               for i in range(160)]
+    split = [Txn({"a": n}) for n in (50, 1, 2, 3, 40, 1, 2, 3, 50, 1, 2, 5)]
+    assert sum(t.rows["a"] for t in split) == len(history)
+    inc = _run(spark, tmp_path / "inc", sql(query), [InputSpec("a", FLOATS, history)], split)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert all(d["path"] == "full" for d in diags[1:]), [d["path"] for d in diags]
+    assert (operator, "full") in diags[-1]["operators"], diags[-1]["operators"]
+    assert "depends on the order Spark reads the rows in" in diags[-1]["reason"], diags[-1]["reason"]
+    rows = [{c: tuple(v) if isinstance(v, list) else v for c, v in r.items()} for r in inc.result.rows()]
+    live = reduce_output(rows)  # asserts that each retraction removes a live row
+    names = [c for c in rows[0] if c not in ("offset", "op", "system_time")]
+    got = sorted((dict(zip(names, r))["k"], dict(zip(names, r))["n"]) for r in live.elements())
+    counts = Counter(e.data[0] for e in history)
+    if operator == "Aggregate":  # one row per group, with its row count
+        assert got == sorted(counts.items()), got
+    else:  # one row per input row, with its partition's row count
+        assert got == sorted((k, n) for k, n in counts.items() for _ in range(n)), got
 
 
 def test_max_by_a_string_or_floating_point_ordering_reads_no_history(spark, tmp_path):
@@ -1649,6 +1687,11 @@ def test_a_changed_query_rebuilds_the_state(spark, tmp_path):
     ("SELECT stddev(DISTINCT x) AS n, max(event_time) AS event_time FROM a", "Aggregate",
      "no incremental form for a DISTINCT StddevSamp"),
     ("SELECT sum(CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a", "Aggregate", "floating-point"),
+    ("SELECT k, sum(CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate",
+     "sum(CAST(a.x AS DOUBLE)) (a sum or an average of DECIMALs keeps a state): its value depends on the order"),
+    ("SELECT k, stddev(x) AS sd, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate", "stddev(CAST(a.x AS DOUBLE))"),
+    ("SELECT event_time, k, x, sum(CAST(x AS DOUBLE)) OVER (PARTITION BY k) AS s FROM a", "Window",
+     "a partition recomputed from the history could differ"),
     ("SELECT event_time, k FROM (SELECT * FROM a ORDER BY x LIMIT 3)", "GlobalLimit", "LIMIT"),
     ("SELECT k, count(*) AS n, max(event_time) AS event_time FROM a WHERE offset > 2 GROUP BY k", "Filter",
      "'offset' column of a reduced input"),
@@ -1713,14 +1756,18 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
         "state per group (1 key(s)): count(1) FILTER (WHERE (a.x > 0L)), first(a.x)"), filtered.operators
     respects = explain("SELECT k, first(x) FILTER (WHERE x > 0) AS fx, max(event_time) AS event_time FROM a "
                        "GROUP BY k")
-    assert "a FILTER clause on a first() that respects NULLs" in respects.operators[0].detail, respects.operators
+    # by key its value would be Spark's pick by the order it reads the rows in: the full path
+    assert respects.operators[0].path == "full", respects.operators
+    assert "first(a.x) FILTER (WHERE (a.x > 0L)): its value depends on the order Spark reads the rows in" in \
+        respects.operators[0].detail, respects.operators
     latest = explain("SELECT k, max_by(x, event_time) AS last_x, max(event_time) AS event_time FROM a GROUP BY k")
     assert latest.operators[0].path == "incremental", latest.operators
     assert "max_by(a.x, a.event_time)" in latest.operators[0].detail and "(a tie)" in latest.operators[0].detail
     by_text = explain("SELECT k, max_by(x, CAST(x AS STRING) COLLATE UTF8_LCASE) AS top, max(event_time) AS "
                       "event_time FROM a GROUP BY k")
-    assert by_text.operators[0].path == "incremental", by_text.operators  # by key: its groups are recomputed
-    assert "ties at the extreme of a string collate UTF8_LCASE ordering cannot be told apart" in \
+    # no state (ties under the collation cannot be told apart), and by key Spark's pick among them: the full path
+    assert by_text.operators[0].path == "full", by_text.operators
+    assert "max_by(a.x, collate(CAST(a.x AS STRING), UTF8_LCASE)): its value depends on the order" in \
         by_text.operators[0].detail, by_text.operators
     window = explain("SELECT event_time, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM a")
     assert window.path == "incremental" and window.operators[1].operator == "Window", window.operators

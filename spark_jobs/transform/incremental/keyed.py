@@ -88,7 +88,7 @@ def _exact(t: T.DataType) -> bool:
 
 def order_dependent(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
     """The first aggregate function in ``exprs`` whose value can depend on the order Spark reads its rows in (a
-    DOUBLE sum, collect_list, first, stddev...), as SQL; None when there is none.
+    DOUBLE sum, collect_list, first, stddev...), as SQL (with a hint, for a sum); None when there is none.
 
     An operator by key recomputes the touched keys' output *before* the change from the history, and retracts those
     rows: a value that depends on the read order can then differ from the row output before, and the retraction
@@ -103,7 +103,8 @@ def order_dependent(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
                 continue
             if name in _EXACT_ONLY and all(_exact(spark_type(a)) for a in cat.items(fn.children())):
                 continue
-            return str(e.sql())
+            hint = " (a sum or an average of DECIMALs keeps a state)" if name in ("Sum", "Average") else ""
+            return str(e.sql()) + hint
         pending += cat.items(e.children())
     return None
 
