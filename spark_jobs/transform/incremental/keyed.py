@@ -1,6 +1,7 @@
 """Operators whose output rows for a key depend only on their input rows of that key: window functions (the
-PARTITION BY key), equi-joins (the join key) and aggregations whose functions keep no invertible state (count
-DISTINCT over several column sets, first/last, collect_*, percentiles...: the GROUP BY key).
+PARTITION BY key), equi-joins (the join key) and aggregations whose functions keep no state in :mod:`.aggregate`
+but do not depend on the order of the rows either (bit_or, approx_count_distinct, percentiles of exact types...: the
+GROUP BY key; :func:`order_dependent`).
 
 They keep no state of their own. A step changes one child at a time (the others held at their old or new rows, so
 the parts add up to the whole change) and for each changed child either
@@ -109,7 +110,7 @@ def order_dependent(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
     return None
 
 
-def _retracts(cat: Catalyst, name: str, exprs: Sequence[Any], what: str) -> None:
+def refuse_order_dependent(cat: Catalyst, name: str, exprs: Sequence[Any], what: str) -> None:
     """Refuses an operator by key whose output depends on the order of its rows (:func:`order_dependent`)."""
     found = order_dependent(cat, exprs)
     if found is not None:
@@ -124,7 +125,7 @@ def analyze_window(cat: Catalyst, node: Any, why: Unsupported | None = None) -> 
     if not keys:
         raise Unsupported(name, "a window without PARTITION BY: any new row can change every output row")
     if name == "Window" and not cat.items(node.orderSpec()):  # with an ORDER BY, frames fold rows in its order
-        _retracts(cat, name, cat.items(node.windowExpressions()), "a partition")
+        refuse_order_dependent(cat, name, cat.items(node.windowExpressions()), "a partition")
     what = "window functions" if name == "Window" else "a per-partition row limit"
     src = sources(cat, node, (keys,))
     return KeyedSpec(name, (keys,), (False,),
@@ -137,7 +138,7 @@ def analyze_aggregate(cat: Catalyst, node: Any, why: Unsupported) -> KeyedSpec:
     keys = tuple(_unalias(cat, g) for g in cat.items(node.groupingExpressions()))
     if not keys:
         raise why  # a global aggregate: every change touches the one group, the full path is as good
-    _retracts(cat, "Aggregate", cat.items(node.aggregateExpressions()), "a group")
+    refuse_order_dependent(cat, "Aggregate", cat.items(node.aggregateExpressions()), "a group")
     src = sources(cat, node, (keys,))
     return KeyedSpec("Aggregate", (keys,), (False,),
                      f"{why.reason.rstrip('.')}: the groups ({len(keys)} key(s)) the new rows touch are recomputed "
