@@ -1823,10 +1823,13 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     newest = next(o.detail for o in newest.operators if o.operator == "Window")
     assert "; row_number() OVER (PARTITION BY a.k ORDER BY a.event_time DESC NULLS LAST ROWS BETWEEN UNBOUNDED " \
            "PRECEDING AND CURRENT ROW) tells rows tied" in newest, newest
-    tie_free = explain("SELECT event_time, k, rank() OVER w AS r, sum(x) OVER w AS s FROM a "
-                       "WINDOW w AS (PARTITION BY k ORDER BY event_time DESC)")
-    tie_free = next(o.detail for o in tie_free.operators if o.operator == "Window")
-    assert "partitions the new rows touch are recomputed" in tie_free and "tied" not in tie_free, tie_free
+    for query in ("SELECT event_time, k, rank() OVER w AS r, sum(x) OVER w AS s, count(*) OVER (PARTITION BY k ORDER "
+                  "BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS n FROM a "
+                  "WINDOW w AS (PARTITION BY k ORDER BY event_time DESC)",
+                  "SELECT event_time, k, count(*) OVER (PARTITION BY k) AS n FROM a"):
+        windows = [o.detail for o in explain(query).operators if o.operator == "Window"]
+        assert windows and all("partitions the new rows touch are recomputed" in d and "tied" not in d
+                               for d in windows), windows
     for query, why in (("lag(x, 101) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time)",
                         "only lags of 1 to 100 rows"),
                        ("first(x) IGNORE NULLS OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 PRECEDING AND "

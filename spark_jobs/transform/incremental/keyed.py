@@ -136,9 +136,10 @@ def tie_sensitive(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
             continue
         if name == "AggregateExpression":
             frame = we.windowSpec().frameSpecification()
-            rows = cat.cls(frame) == "SpecifiedWindowFrame" and cat.cls(frame.frameType()) == "RowFrame$"
+            rows = cat.cls(frame) == "SpecifiedWindowFrame" and cat.cls(frame.frameType()) == "RowFrame$" and not (
+                cat.cls(frame.lower()) == "UnboundedPreceding$" and cat.cls(frame.upper()) == "UnboundedFollowing$")
             if not rows and order_dependent(cat, [fn]) is None:
-                continue  # a RANGE frame adds tied rows together
+                continue  # a RANGE frame (or the whole partition) adds tied rows together
         return str(we.sql())
     return None
 
@@ -153,7 +154,8 @@ def analyze_window(cat: Catalyst, node: Any, why: Unsupported | None = None) -> 
         refuse_order_dependent(cat, name, cat.items(node.windowExpressions()), "a partition")
     what = "window functions" if name == "Window" else "a per-partition row limit"
     src = sources(cat, node, (keys,))
-    tied = tie_sensitive(cat, cat.items(node.windowExpressions())) if name == "Window" else None
+    ordered = name == "Window" and cat.items(node.orderSpec())
+    tied = tie_sensitive(cat, cat.items(node.windowExpressions())) if ordered else None
     ties = (f"; {tied} tells rows tied in the ORDER BY apart: unless the ORDER BY is unique in each partition, a "
             "recomputed partition can retract rows it did not output (docs/transforms.md)") if tied else ""
     return KeyedSpec(name, (keys,), (False,),
