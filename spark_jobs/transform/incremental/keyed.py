@@ -127,7 +127,7 @@ def tie_sensitive(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
     SQL; None when there is none. Spark orders tied rows as it reads them, so a partition recomputed by key can give
     them other values than it output before (docs/transforms.md: the known issue with ties)."""
     for alias in exprs:
-        we = alias.child() if cat.cls(alias) == "Alias" else alias
+        we = _unalias(cat, alias)
         if cat.cls(we) != "WindowExpression":
             continue
         fn = we.windowFunction()
@@ -150,12 +150,15 @@ def analyze_window(cat: Catalyst, node: Any, why: Unsupported | None = None) -> 
     keys = tuple(cat.items(node.partitionSpec()))
     if not keys:
         raise Unsupported(name, "a window without PARTITION BY: any new row can change every output row")
-    if name == "Window" and not cat.items(node.orderSpec()):  # with an ORDER BY, frames fold rows in its order
-        refuse_order_dependent(cat, name, cat.items(node.windowExpressions()), "a partition")
+    tied = None
+    if name == "Window":
+        exprs = cat.items(node.windowExpressions())
+        if cat.items(node.orderSpec()):  # frames fold a partition's rows in its order, ties as Spark reads them
+            tied = tie_sensitive(cat, exprs)
+        else:
+            refuse_order_dependent(cat, name, exprs, "a partition")
     what = "window functions" if name == "Window" else "a per-partition row limit"
     src = sources(cat, node, (keys,))
-    ordered = name == "Window" and cat.items(node.orderSpec())
-    tied = tie_sensitive(cat, cat.items(node.windowExpressions())) if ordered else None
     ties = (f"; {tied} tells rows tied in the ORDER BY apart: unless the ORDER BY is unique in each partition, a "
             "recomputed partition can retract rows it did not output (docs/transforms.md)") if tied else ""
     return KeyedSpec(name, (keys,), (False,),
