@@ -28,6 +28,7 @@ from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.frames import COUNT, evaluate, expand, project, spark_type
 from spark_jobs.transform.incremental.key_ranges import Interval, KeySource, bounds, interval_bounds, intervals, \
     sources
+from spark_jobs.transform.incremental import ties
 from spark_jobs.transform.incremental.plan import Unsupported
 
 if TYPE_CHECKING:  # the step and its operators live in the package, which imports this module
@@ -118,53 +119,25 @@ def refuse_order_dependent(cat: Catalyst, name: str, exprs: Sequence[Any], what:
                                 "recomputed from the history could differ from the row output before it")
 
 
-_TIE_FREE = frozenset({"Rank", "DenseRank", "PercentRank", "CumeDist"})  # tied rows get one value
-
-
-def tie_sensitive(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
-    """The first window function in ``exprs`` that can give rows tied in the window's ORDER BY different values
-    (``row_number``, ``lag``, a ``ROWS`` frame, or a ``RANGE`` frame over a function of :func:`order_dependent`), as
-    SQL; None when there is none. Spark orders tied rows as it reads them, so a partition recomputed by key can give
-    them other values than it output before (docs/transforms.md: the known issue with ties)."""
-    for alias in exprs:
-        we = _unalias(cat, alias)
-        if cat.cls(we) != "WindowExpression":
-            continue
-        fn = we.windowFunction()
-        name = cat.cls(fn)
-        if name in _TIE_FREE:
-            continue
-        if name == "AggregateExpression":
-            frame = we.windowSpec().frameSpecification()
-            rows = cat.cls(frame) == "SpecifiedWindowFrame" and cat.cls(frame.frameType()) == "RowFrame$" and not (
-                cat.cls(frame.lower()) == "UnboundedPreceding$" and cat.cls(frame.upper()) == "UnboundedFollowing$")
-            if not rows and order_dependent(cat, [fn]) is None:
-                continue  # a RANGE frame (or the whole partition) adds tied rows together
-        return str(we.sql())
-    return None
-
-
 def analyze_window(cat: Catalyst, node: Any, why: Unsupported | None = None) -> KeyedSpec:
     """``why``: why the window keeps no running state (:mod:`.running`), said in the detail."""
     name = cat.cls(node)
     keys = tuple(cat.items(node.partitionSpec()))
     if not keys:
         raise Unsupported(name, "a window without PARTITION BY: any new row can change every output row")
-    tied = None
+    broken = ""
     if name == "Window":
-        exprs = cat.items(node.windowExpressions())
-        if cat.items(node.orderSpec()):  # frames fold a partition's rows in its order, ties as Spark reads them
-            tied = tie_sensitive(cat, exprs)
+        if cat.items(node.orderSpec()):  # frames fold a partition's rows in its order: ties broken (.ties) or refused
+            ties.refuse_ties(cat, node)
+            broken = " (rows tied in its ORDER BY in the order of their other columns)" if ties.total(cat, node) else ""
         else:
-            refuse_order_dependent(cat, name, exprs, "a partition")
+            refuse_order_dependent(cat, name, cat.items(node.windowExpressions()), "a partition")
     what = "window functions" if name == "Window" else "a per-partition row limit"
     src = sources(cat, node, (keys,))
-    ties = (f"; {tied} tells rows tied in the ORDER BY apart: unless the ORDER BY is unique in each partition, a "
-            "recomputed partition can retract rows it did not output (docs/transforms.md)") if tied else ""
     return KeyedSpec(name, (keys,), (False,),
                      f"{what} over {len(keys)} partition key(s): the partitions the new rows touch are recomputed "
                      "from their history" + (f" (no running state: {why.reason})" if why is not None else "")
-                     + _ranged(src) + ties, src)
+                     + _ranged(src) + broken, src)
 
 
 def analyze_aggregate(cat: Catalyst, node: Any, why: Unsupported) -> KeyedSpec:

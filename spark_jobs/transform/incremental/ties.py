@@ -1,0 +1,181 @@
+"""One order for rows tied in a window's ORDER BY, wherever the window is evaluated.
+
+Spark folds rows tied in a window's ORDER BY in the order it reads them. A window by key (:mod:`.keyed`) recomputes a
+touched partition's output *before* a change from the history and retracts it: a function that tells tied rows apart
+(``row_number``, ``lag``, a ``ROWS`` frame) could then give other values than it output, and the retraction would
+remove a row that is not there. So before the query is planned or evaluated (the full path's output, a rebuild, every
+recomputation), such a window's ORDER BY gets the child's columns appended as tie-breakers: every evaluation orders
+the rows of a partition the same way, up to rows equal in every column, which are interchangeable.
+
+Appending only changes which of the tied rows comes first, which Spark leaves unspecified, for functions whose frame
+is made of rows (``ROWS`` frames, ``row_number``, ``lag``/``lead``, ``ntile``; ``rank``-like functions compare their
+own ORDER BY values) or covers the whole partition. A ``RANGE`` frame treats tied rows as one (its peers): appending
+would split them. A window with such a frame over a function that tells tied rows apart (a running DOUBLE sum,
+``collect_list``), or with both kinds of functions, is not changed; :func:`.keyed.analyze_window` sends it to the full
+path, which keeps its output.
+
+Windows with a state of their own are left as they are: a running window (:mod:`.running`) and the first rows per
+partition (:mod:`.top`) retract the values they stored, not recomputed ones.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental.frames import replace, spark_type
+from spark_jobs.transform.incremental.plan import Unsupported
+
+_EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions"
+_TIE_FREE = frozenset({"Rank", "DenseRank", "PercentRank", "CumeDist"})  # tied rows get one value
+
+
+def _window_expression(cat: Catalyst, e: Any) -> Any | None:
+    e = e.child() if cat.cls(e) == "Alias" else e
+    return e if cat.cls(e) == "WindowExpression" else None
+
+
+def _frame(cat: Catalyst, we: Any) -> tuple[bool, bool]:
+    """(made of rows, the whole partition) of a window expression's frame."""
+    frame = we.windowSpec().frameSpecification()
+    if cat.cls(frame) != "SpecifiedWindowFrame":
+        return False, False
+    whole = cat.cls(frame.lower()) == "UnboundedPreceding$" and cat.cls(frame.upper()) == "UnboundedFollowing$"
+    return cat.cls(frame.frameType()) == "RowFrame$", whole
+
+
+def tie_sensitive(cat: Catalyst, exprs: list[Any]) -> str | None:
+    """The first window function in ``exprs`` that can give rows tied in the window's ORDER BY different values
+    (``row_number``, ``lag``, a ``ROWS`` frame, or a ``RANGE`` frame over a function of
+    :func:`.keyed.order_dependent`), as SQL; None when there is none."""
+    from spark_jobs.transform.incremental.keyed import order_dependent
+
+    for e in exprs:
+        we = _window_expression(cat, e)
+        if we is None:
+            continue
+        fn = we.windowFunction()
+        if cat.cls(fn) in _TIE_FREE:
+            continue
+        if cat.cls(fn) == "AggregateExpression":
+            rows, whole = _frame(cat, we)
+            if (whole or not rows) and order_dependent(cat, [fn]) is None:
+                continue  # a RANGE frame (or the whole partition) adds tied rows together
+        return str(we.sql())
+    return None
+
+
+def peers(cat: Catalyst, exprs: list[Any]) -> str | None:
+    """The first window function in ``exprs`` whose frame treats rows tied in the ORDER BY as one (a ``RANGE``
+    frame short of the whole partition, ``cume_dist``), as SQL: an ORDER BY with tie-breakers would change its
+    value."""
+    for e in exprs:
+        we = _window_expression(cat, e)
+        if we is None:
+            continue
+        rows, whole = _frame(cat, we)
+        if not rows and not whole:
+            return str(we.sql())
+    return None
+
+
+def total(cat: Catalyst, node: Any) -> bool:
+    """Whether a Window's ORDER BY orders every column of its child (tie-breakers appended: :func:`ordered`)."""
+    ordered_ids = {o.child().exprId().id() for o in cat.items(node.orderSpec()) if cat.cls(o.child()) ==
+                   "AttributeReference"}
+    return all(a.exprId().id() in ordered_ids for a in cat.items(node.child().output()))
+
+
+def refuse_ties(cat: Catalyst, node: Any) -> None:
+    """Refuses a window by key that tells tied rows apart and has no tie-breakers (:func:`ordered` could not add
+    them: a RANGE frame needs the ties as they are)."""
+    exprs = cat.items(node.windowExpressions())
+    tied = tie_sensitive(cat, exprs) if cat.items(node.orderSpec()) else None
+    if tied is None or total(cat, node):
+        return
+    peer = peers(cat, exprs)
+    how = (f"and {peer} over the same window treats them as one" if peer is not None and peer != tied
+           else "over a RANGE frame, which treats them as one")
+    raise Unsupported("Window", f"{tied} tells rows tied in the ORDER BY apart {how}: no tie-breaking order fits, so "
+                                "a partition recomputed from the history could differ from the rows output before it")
+
+
+def _breakers(cat: Catalyst, attrs: list[Any]) -> list[Any]:
+    """Ascending orders over the columns, then over a floating-point column's text (-0.0 and 0.0 compare equal) and
+    a collated string's bytes."""
+    asc = cat.scala_object(f"{_EXPRESSIONS}.Ascending")
+    first = cat.scala_object(f"{_EXPRESSIONS}.NullsFirst")
+    cast = cat.scala_object(f"{_EXPRESSIONS}.Cast")
+    string = cat.scala_object("org.apache.spark.sql.types.StringType")
+    found = []
+    for a in attrs:
+        found.append(a)
+        t = spark_type(a)
+        if isinstance(t, (T.FloatType, T.DoubleType)) or (isinstance(t, T.StringType) and
+                                                          t.collation != "UTF8_BINARY"):
+            found.append(cast.apply(a, string, getattr(cast, "apply$default$3")(), getattr(cast, "apply$default$4")()))
+    sort_order = cat.jclass(f"{_EXPRESSIONS}.SortOrder")
+    return [sort_order(e, asc, first, cat.seq([])) for e in found]
+
+
+def _tie_broken(cat: Catalyst, node: Any, child: Any) -> Any:
+    """A Window (over ``child``, its child rewritten) with tie-breakers appended to the ORDER BY it sorts a
+    partition's rows by; a WindowGroupLimit of ``row_number`` right below it gets them too. Its functions keep their
+    own windows: Spark resolves a rank's ORDER BY values from its function's window again."""
+    orders = cat.seq(cat.items(node.orderSpec()) + _breakers(cat, cat.items(node.child().output())))
+    if cat.cls(child) == "WindowGroupLimit" and cat.cls(child.rankLikeFunction()) == "RowNumber":
+        child = child.copy(child.partitionSpec(), orders, child.rankLikeFunction(), child.limit(), child.child())
+    return node.copy(node.windowExpressions(), node.partitionSpec(), orders, child, node.productElement(4))
+
+
+def _rewritten(cat: Catalyst, node: Any, pattern: Any) -> Any:
+    if not node.containsPattern(pattern):
+        return node
+    name = cat.cls(node)
+    if name == "Filter":
+        from spark_jobs.transform.incremental import top
+
+        try:
+            spec = top.analyze(cat, node)
+        except Unsupported:
+            spec = None
+        if spec is not None:  # the first rows per partition: stored values; rows below may hold other windows
+            below = _rewritten(cat, spec.child, pattern)
+            return node if below is spec.child else replace(cat, node, {spec.path: below})
+    kids = cat.items(node.children())
+    new = [_rewritten(cat, c, pattern) for c in kids]
+    if name == "Window" and _needs_breakers(cat, node):
+        return _tie_broken(cat, node, new[0])
+    if all(n is k for n, k in zip(new, kids)):
+        return node
+    return cat.with_children(node, new)
+
+
+def _needs_breakers(cat: Catalyst, node: Any) -> bool:
+    from spark_jobs.transform.incremental import running
+
+    exprs = cat.items(node.windowExpressions())
+    if not cat.items(node.partitionSpec()) or not cat.items(node.orderSpec()) or tie_sensitive(cat, exprs) is None:
+        return False
+    if peers(cat, exprs) is not None or total(cat, node):
+        return False
+    try:
+        running.analyze(cat, node)
+    except Unsupported:
+        return True
+    return False  # a running state stores the values it output
+
+
+def ordered(cat: Catalyst, plan: Any) -> Any:
+    """``plan`` with tie-breakers appended to the ORDER BY of each window by key that tells tied rows apart."""
+    pattern = cat.static("org.apache.spark.sql.catalyst.trees.TreePattern", "WINDOW")()
+    return _rewritten(cat, plan, pattern)
+
+
+def ordered_frame(cat: Catalyst, df: DataFrame) -> DataFrame:
+    """:func:`ordered` of a DataFrame's optimised plan (the DataFrame itself when no window changes)."""
+    plan = df._jdf.queryExecution().optimizedPlan()
+    new = ordered(cat, plan)
+    return df if new is plan else cat.dataframe(new)
