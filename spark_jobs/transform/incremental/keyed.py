@@ -14,7 +14,9 @@ the parts add up to the whole change) and for each changed child either
 So a join of a growing input with a lookup table costs the new rows plus the lookup table, and a window or an
 aggregate costs the history of the keys the new rows touch, not the whole history. Where a key is an input column,
 that history is read only from the slices whose range of it meets the new slices' (:mod:`.key_ranges`): a join of
-two inputs that grow with an id reads each side's newest slices, not their history.
+two inputs that grow with an id reads each side's newest slices, not their history. A window's rows tied in its ORDER
+BY are ordered by their other columns wherever it is evaluated (:mod:`.ties`), so a recomputed partition has the
+values it was output with.
 """
 from __future__ import annotations
 
