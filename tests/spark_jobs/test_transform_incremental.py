@@ -261,16 +261,17 @@ FAMILIES = {
     "interval_join": (sql("SELECT coalesce(a.event_time, b.event_time) AS event_time, a.k, a.x, b.x AS bx FROM a "
                           "FULL OUTER JOIN b ON a.k = b.k AND b.event_time BETWEEN a.event_time - INTERVAL 10 MINUTES "
                           "AND a.event_time + INTERVAL 5 MINUTES"), ()),
-    # rows tied in a window by key's ORDER BY (rows of one hour): every evaluation orders them by their other columns
-    # (.ties), as the batch query in TIE_BROKEN does explicitly (a rank would rank by those too there)
+    # rows tied in a window by key's ORDER BY (drawn at a few event times: TIED_FAMILIES): every evaluation orders
+    # them by their other columns (.ties), as the batch query in TIE_BROKEN does explicitly (a rank would rank by those
+    # too there)
     "window_ties": (sql("SELECT event_time, k, x, row_number() OVER w AS rn, lag(x) OVER w AS prev, "
-                        "sum(x) OVER (PARTITION BY k ORDER BY date_trunc('HOUR', event_time) DESC ROWS BETWEEN 1 "
-                        "PRECEDING AND CURRENT ROW) AS near FROM a "
-                        "WINDOW w AS (PARTITION BY k ORDER BY date_trunc('HOUR', event_time) DESC)"), ()),
+                        "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC ROWS BETWEEN 1 PRECEDING AND CURRENT "
+                        "ROW) AS near FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time DESC)"), ()),
 }
 # the batch query a family's output reduces to, where it is not the family's own query
-TIE_BROKEN = {"window_ties": sql(FAMILIES["window_ties"][0]["query"].replace("event_time) DESC", "event_time) DESC, "
-                                                                             "event_time, x"))}
+TIE_BROKEN = {"window_ties": sql(FAMILIES["window_ties"][0]["query"].replace("ORDER BY event_time DESC",
+                                                                             "ORDER BY event_time DESC, x"))}
+TIED_FAMILIES = {"window_ties"}
 # the stacked windows over histories mostly in event-time order: the window below outputs rows again without
 # recomputing their partition, and the one above pairs them with the values it gave them (.incremental.reissued)
 IN_ORDER = {"running_over_ahead_in_order", "running_stacked_in_order"}
@@ -282,20 +283,22 @@ VALUES = hst.one_of(hst.none(), hst.integers(-5, 9))
 
 
 @hst.composite
-def changelogs(draw, max_events: int = 16, growing: bool = False, in_order: bool = False) -> list[Event]:
+def changelogs(draw, max_events: int = 16, growing: bool = False, in_order: bool = False, tied: bool = False
+               ) -> list[Event]:
     """A valid changelog: appends, and -R / -C+C of rows that are live at that point. ``growing``: the appended x
     grows with its position, like an id (sometimes NULL), so each slice holds a range of x of its own and key ranges
     leave slices out; a correction then changes k, so a retraction touches the x of an older slice again.
     ``in_order``: mostly appends, a minute apart in event-time order (one in 8 is 3 minutes late), so a window that
-    looks minutes ahead outputs its last rows again without recomputing their partition."""
+    looks minutes ahead outputs its last rows again without recomputing their partition. ``tied``: mostly appends at
+    four event times, so most rows are tied with others of their key at it."""
     events: list[Event] = []
     live: list[Event] = []
     for i in range(draw(hst.integers(1, max_events))):
-        kinds = ["append"] * (6 if in_order else 2) + ["retract", "correct"]
+        kinds = ["append"] * (6 if in_order or tied else 2) + ["retract", "correct"]
         kind = draw(hst.sampled_from(kinds)) if live else "append"
         if kind == "append":
             x = (None if draw(hst.integers(0, 7)) == 0 else i) if growing else draw(VALUES)
-            t = i - 3 * (draw(hst.integers(0, 7)) == 0) if in_order else draw(hst.integers(0, 90))
+            t = i - 3 * (draw(hst.integers(0, 7)) == 0) if in_order else draw(hst.integers(0, 3 if tied else 90))
             e = Event(OP_APPEND, minutes(t), (draw(KEYS), x))
             events.append(e)
             live.append(e)
@@ -376,8 +379,8 @@ def test_any_changelog_and_split_gives_the_batch_result(spark, tmp_path_factory,
         inputs = _inputs(FIXED_A, FIXED_B)
         split = [Txn({"a": 2, "b": 1}), Txn({"a": 2, "b": 1}), Txn({"a": 3}), Txn({"a": 2})]
     else:
-        in_order = name in IN_ORDER
-        inputs = _inputs(data.draw(changelogs(in_order=in_order), "a"),
+        in_order, tied = name in IN_ORDER, name in TIED_FAMILIES
+        inputs = _inputs(data.draw(changelogs(40 if tied else 16, in_order=in_order, tied=tied), "a"),
                          data.draw(changelogs(8, in_order=in_order), "b"))
         split = data.draw(splits(inputs), "split")
     coord = _run(spark, tmp_path_factory.mktemp(name), transform, inputs, split)
