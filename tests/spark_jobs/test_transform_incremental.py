@@ -537,7 +537,8 @@ BY_K = "PARTITION BY k ORDER BY event_time DESC ROWS BETWEEN"
 
 @pytest.mark.parametrize("query, path, why", [
     (f"SELECT event_time, k, x, row_number() OVER w AS rn, lag(x) OVER w AS lx, sum(x) OVER ({BY_K} UNBOUNDED "
-     f"PRECEDING AND CURRENT ROW) AS s, collect_list(x) OVER ({BY_K} 2 PRECEDING AND CURRENT ROW) AS xs, rank() OVER w AS n FROM a {TIED}",
+     f"PRECEDING AND CURRENT ROW) AS s, collect_list(x) OVER ({BY_K} 2 PRECEDING AND CURRENT ROW) AS xs, "
+     f"rank() OVER w AS n FROM a {TIED}",
      "incremental", "rows tied in its ORDER BY in the order of their other columns"),
     (f"SELECT event_time, k, x, sum(x) OVER w AS s, rank() OVER w AS n FROM a {TIED}", "full", "over a RANGE frame"),
     (f"SELECT event_time, k, x, row_number() OVER w AS rn, count(*) OVER w AS n FROM a {TIED}", "full",
