@@ -18,6 +18,7 @@ from hypothesis import strategies as hst
 from odf_core.engine.protocol import ValidateInput, ValidateQueryRequest, ValidateQueryResponseSuccess
 from odf_core.metadata.yaml_serde import from_data
 from spark_jobs import transform as tr
+from spark_jobs.transform.incremental.ties import BROKEN
 
 from .transform_support import (
     OP_APPEND,
@@ -569,6 +570,33 @@ def test_rows_tied_in_a_window_by_key_are_recomputed_in_the_order_they_were_outp
     got = Counter(tuple(r[i] for i in at) for r in live.elements())
     batch = batch_reference(spark, sql(f"SELECT event_time, k, n FROM ({query})"), inc.inputs)
     assert got == batch, (got, batch)  # the ranks of every row (one value for tied rows), as the batch query has them
+
+
+def test_rows_tied_in_a_running_window_are_recomputed_in_the_order_they_were_output(spark, tmp_path):
+    """A running window recomputes a partition from the history when a late row or a removal reaches it, and retracts
+    its rows as they were before: tied rows are ordered by their other columns there too, as in the extension of the
+    state and in the rebuild. Without it, each of two random cuts retracted a row that was not live. The reduced
+    output is the batch query with the tie-breakers written out."""
+    import random
+
+    rnd = random.Random(7)
+    values = [1e16, 1.0, 0.1, 0.2, 0.0, -1e16, 3.0, 0.1]
+    history = [Event(OP_APPEND, minutes(rnd.randint(0, 30)), ("pq"[(i * 7) % 3 % 2], values[(i * 5) % len(values)]))
+               for i in range(160)]  # late rows, and five rows a minute: ties
+    split = [Txn({"a": n}) for n in (50, 1, 2, 3, 40, 1, 2, 3, 50, 1, 2, 5)]
+    query = ("SELECT event_time, k, x, row_number() OVER w AS rn, lag(x) OVER w AS lx, sum(x) OVER (PARTITION BY k "
+             "ORDER BY event_time ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS near FROM a "
+             "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    inc = _run(spark, tmp_path / "inc", sql(query), [InputSpec("a", FLOATS, history)], split)
+    diags = [r.diagnostics for r in inc.result.responses]
+    assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 11, diags
+    assert sum(d.get("history") is not None for d in diags) > 5, diags  # late rows recomputed their partitions
+    window = [o for o in inc.result.responses[-1].raw.diagnostics.operators if o.operator == "Window"]
+    assert [o.detail.startswith("running state per partition") for o in window] == [True], window
+    assert window[0].detail.endswith(BROKEN), window
+    live = reduce_output(inc.result.rows())  # asserts that each retraction removes a live row
+    assert live == batch_reference(spark, sql(query.replace("ORDER BY event_time", "ORDER BY event_time, x")),
+                                   inc.inputs)
 
 
 def test_max_by_a_string_or_floating_point_ordering_reads_no_history(spark, tmp_path):
@@ -1869,12 +1897,18 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     assert "only ROWS frames within 100 rows of the current row keep" in keyed.operators[1].detail, keyed.operators
     # a ROWS frame tells rows tied in the ORDER BY apart: every evaluation orders them by their other columns
     # (docs/transforms.md); rank() and a RANGE frame of an integer sum give tied rows one value
-    tie_broken = "(rows tied in its ORDER BY in the order of their other columns)"
-    assert tie_broken in keyed.operators[1].detail, keyed.operators
+    assert BROKEN in keyed.operators[1].detail, keyed.operators
     newest = explain("SELECT event_time, k, row_number() OVER w AS rn, rank() OVER w AS r FROM a "
                      "WINDOW w AS (PARTITION BY k ORDER BY event_time DESC)")
     newest = next(o.detail for o in newest.operators if o.operator == "Window")
-    assert newest.endswith(tie_broken), newest
+    assert newest.endswith(BROKEN), newest
+    # a running rank counts the ORDER BY values as they are: its row_number keeps the ties (a known issue)
+    ranked_rows = explain("SELECT event_time, k, row_number() OVER w AS rn, rank() OVER w AS r FROM a "
+                          "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    ranked_rows = next(o.detail for o in ranked_rows.operators if o.operator == "Window")
+    assert ranked_rows.startswith("running state per partition") and "; row_number() OVER (PARTITION BY a.k ORDER BY " \
+        "a.event_time ASC NULLS FIRST ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) tells rows tied in the ORDER " \
+        "BY apart and cannot take tie-breakers here" in ranked_rows, ranked_rows
     for query in ("SELECT event_time, k, rank() OVER w AS r, sum(x) OVER w AS s, count(*) OVER (PARTITION BY k ORDER "
                   "BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS n FROM a "
                   "WINDOW w AS (PARTITION BY k ORDER BY event_time DESC)",

@@ -71,7 +71,7 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from spark_jobs.transform.catalyst import Catalyst
-from spark_jobs.transform.incremental import key_ranges
+from spark_jobs.transform.incremental import key_ranges, ties
 from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, spark_type, splice
 from spark_jobs.transform.incremental.plan import Unsupported
 from spark_jobs.transform.incremental.state import WindowColumns, by_keys, same_keys
@@ -444,8 +444,19 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
     tail = f" and {' and '.join(kept)}" if kept else ""
     detail = (f"running state per partition ({len(partition)} key(s)){tail}: {what}; rows after a partition's last "
               "ORDER BY value extend it, earlier rows and removals recompute the partitions they touch from their "
-              "history")
+              "history" + _ties(cat, node))
     return replace(spec, detail=detail)
+
+
+def _ties(cat: Catalyst, node: Any) -> str:
+    """What the detail says of rows tied in the window's ORDER BY (:mod:`.ties`)."""
+    if ties.total(cat, node):
+        return f" {ties.BROKEN}"
+    tied = ties.tie_sensitive(cat, cat.items(node.windowExpressions()))
+    return "" if tied is None else (
+        f"; {tied} tells rows tied in the ORDER BY apart and cannot take tie-breakers here (a RANGE frame or a rank "
+        "needs the ties): a late row or a removal recomputes its partition, which can retract rows it did not "
+        "output unless the ORDER BY is unique in each partition (docs/transforms.md)")
 
 
 # -- states ---------------------------------------------------------------------------------------------------------

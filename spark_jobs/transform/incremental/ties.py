@@ -29,6 +29,7 @@ from spark_jobs.transform.incremental.frames import replace, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
 
 _EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions"
+BROKEN = "(rows tied in its ORDER BY in the order of their other columns)"  # said in odf explain
 _TIE_FREE = frozenset({"Rank", "DenseRank", "PercentRank", "CumeDist"})  # tied rows get one value
 
 
@@ -165,7 +166,9 @@ def _needs_breakers(cat: Catalyst, node: Any) -> bool:
         running.analyze(cat, node)
     except Unsupported:
         return True
-    return False  # a running state stores the values it output
+    # a running state counts a rank's ORDER BY values with the window's: tie-breakers would rank rows apart
+    return not any(cat.cls(we.windowFunction()) in _TIE_FREE for we in map(lambda e: _window_expression(cat, e), exprs)
+                   if we is not None)
 
 
 def ordered(cat: Catalyst, plan: Any) -> Any:
