@@ -1903,7 +1903,7 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     newest = next(o.detail for o in newest.operators if o.operator == "Window")
     assert newest.endswith(BROKEN), newest
     # a running rank counts the ORDER BY values as they are: its row_number keeps the ties (a known issue)
-    ranked_rows = explain("SELECT event_time, k, row_number() OVER w AS rn, rank() OVER w AS r FROM a "
+    ranked_rows = explain("SELECT event_time, k, x, row_number() OVER w AS rn, rank() OVER w AS r FROM a "
                           "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
     ranked_rows = next(o.detail for o in ranked_rows.operators if o.operator == "Window")
     assert ranked_rows.startswith("running state per partition") and "; row_number() OVER (PARTITION BY a.k ORDER BY " \

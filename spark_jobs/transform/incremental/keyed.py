@@ -75,18 +75,18 @@ _ORDER_FREE = frozenset({"Count", "BitAndAgg", "BitOrAgg", "BitXorAgg", "BoolAnd
 _EXACT_ONLY = frozenset({"Sum", "Average", "Min", "Max", "Percentile"})
 
 
-def _exact(t: T.DataType) -> bool:
+def exact(t: T.DataType) -> bool:
     """Whether equal values of the type are the same value (no floating point, no collated string, inside too)."""
     if isinstance(t, (T.FloatType, T.DoubleType)):
         return False
     if isinstance(t, T.StringType):
         return t.collation == "UTF8_BINARY"
     if isinstance(t, T.StructType):
-        return all(_exact(f.dataType) for f in t.fields)
+        return all(exact(f.dataType) for f in t.fields)
     if isinstance(t, T.ArrayType):
-        return _exact(t.elementType)
+        return exact(t.elementType)
     if isinstance(t, T.MapType):
-        return _exact(t.keyType) and _exact(t.valueType)
+        return exact(t.keyType) and exact(t.valueType)
     return True
 
 
@@ -105,7 +105,7 @@ def order_dependent(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
             name = cat.cls(fn)
             if name in _ORDER_FREE:
                 continue
-            if name in _EXACT_ONLY and all(_exact(spark_type(a)) for a in cat.items(fn.children())):
+            if name in _EXACT_ONLY and all(exact(spark_type(a)) for a in cat.items(fn.children())):
                 continue
             hint = " (a sum or an average of DECIMALs keeps a state)" if name in ("Sum", "Average") else ""
             return str(e.sql()) + hint

@@ -1,28 +1,27 @@
 """One order for rows tied in a window's ORDER BY, wherever the window is evaluated.
 
-Spark folds rows tied in a window's ORDER BY in the order it reads them. A window by key (:mod:`.keyed`) recomputes a
-touched partition's output *before* a change from the history and retracts it: a function that tells tied rows apart
-(``row_number``, ``lag``, a ``ROWS`` frame) could then give other values than it output, and the retraction would
-remove a row that is not there. So before the query is planned or evaluated (the full path's output, a rebuild, every
-recomputation), such a window's ORDER BY gets the child's columns appended as tie-breakers: every evaluation orders
-the rows of a partition the same way, up to rows equal in every column, which are interchangeable.
+Spark folds rows tied in a window's ORDER BY in the order it reads them. The incremental path recomputes a partition's
+output *before* a change from the history and retracts it: a window by key (:mod:`.keyed`) for every change, a
+running window (:mod:`.running`) for a late row or a removal. A function that tells tied rows apart (``row_number``,
+``lag``, a ``ROWS`` frame) could then give other values than it output, and the retraction would remove a row that is
+not there. So before a stateful query is planned or evaluated (its incremental plan, the full path's output, a
+rebuild, every recomputation), such a window's ORDER BY gets the child's columns appended as tie-breakers: every
+evaluation orders the rows of a partition the same way, up to rows equal in every column, which are interchangeable.
 
 Appending only changes which of the tied rows comes first, which Spark leaves unspecified, for functions whose frame
 is made of rows (``ROWS`` frames, ``row_number``, ``lag``/``lead``, ``ntile``; ``rank``-like functions compare their
 own ORDER BY values) or covers the whole partition. A ``RANGE`` frame treats tied rows as one (its peers): appending
-would split them. A window with such a frame over a function that tells tied rows apart (a running DOUBLE sum,
-``collect_list``), or with both kinds of functions, is not changed; :func:`.keyed.analyze_window` sends it to the full
-path, which keeps its output.
-
-Windows with a state of their own are left as they are: a running window (:mod:`.running`) and the first rows per
-partition (:mod:`.top`) retract the values they stored, not recomputed ones.
+would split them. A window by key with such a frame over a function that tells tied rows apart (a DOUBLE sum,
+``collect_list``, ``last``), or with both kinds of functions, is not changed; :func:`refuse_ties` sends it to the
+full path, which keeps its output. A running window is not changed either when it has a rank (its state counts the
+window's ORDER BY values) or such a frame (``last(x) IGNORE NULLS``, the forward fill): its detail says the ties
+are a known issue. The first rows per partition (:mod:`.top`) retract the values they stored, not recomputed ones.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.frames import replace, spark_type
@@ -82,11 +81,30 @@ def peers(cat: Catalyst, exprs: list[Any]) -> str | None:
     return None
 
 
+def _fixed(cat: Catalyst, node: Any) -> set[int]:
+    """The ids of the child's columns a Window's PARTITION BY or ORDER BY already fixes among tied rows: a column of a
+    type whose equal values are the same value, or the text of any column (-0.0 and 0.0 compare equal, and so do
+    strings under a collation: :func:`_breakers`)."""
+    from spark_jobs.transform.incremental.keyed import exact
+
+    found = set()
+    for e in cat.items(node.partitionSpec()) + [o.child() for o in cat.items(node.orderSpec())]:
+        if cat.cls(e) == "AttributeReference" and exact(spark_type(e)):
+            found.add(e.exprId().id())
+        elif cat.cls(e) == "Cast" and cat.cls(e.child()) == "AttributeReference":
+            found.add(e.child().exprId().id())
+    return found
+
+
+def _open(cat: Catalyst, node: Any) -> list[Any]:
+    """The child's columns that can differ among rows tied in a Window's ORDER BY."""
+    fixed = _fixed(cat, node)
+    return [a for a in cat.items(node.child().output()) if a.exprId().id() not in fixed]
+
+
 def total(cat: Catalyst, node: Any) -> bool:
     """Whether a Window's ORDER BY orders every column of its child (tie-breakers appended: :func:`ordered`)."""
-    ordered_ids = {o.child().exprId().id() for o in cat.items(node.orderSpec()) if cat.cls(o.child()) ==
-                   "AttributeReference"}
-    return all(a.exprId().id() in ordered_ids for a in cat.items(node.child().output()))
+    return not _open(cat, node)
 
 
 def refuse_ties(cat: Catalyst, node: Any) -> None:
@@ -104,8 +122,10 @@ def refuse_ties(cat: Catalyst, node: Any) -> None:
 
 
 def _breakers(cat: Catalyst, attrs: list[Any]) -> list[Any]:
-    """Ascending orders over the columns, then over a floating-point column's text (-0.0 and 0.0 compare equal) and
-    a collated string's bytes."""
+    """Ascending orders over the columns, each followed, where equal values of its type can differ (floating point,
+    also nested; collated strings), by one over its text."""
+    from spark_jobs.transform.incremental.keyed import exact
+
     asc = cat.scala_object(f"{_EXPRESSIONS}.Ascending")
     first = cat.scala_object(f"{_EXPRESSIONS}.NullsFirst")
     cast = cat.scala_object(f"{_EXPRESSIONS}.Cast")
@@ -113,9 +133,7 @@ def _breakers(cat: Catalyst, attrs: list[Any]) -> list[Any]:
     found = []
     for a in attrs:
         found.append(a)
-        t = spark_type(a)
-        if isinstance(t, (T.FloatType, T.DoubleType)) or (isinstance(t, T.StringType) and
-                                                          t.collation != "UTF8_BINARY"):
+        if not exact(spark_type(a)):
             found.append(cast.apply(a, string, getattr(cast, "apply$default$3")(), getattr(cast, "apply$default$4")()))
     sort_order = cat.jclass(f"{_EXPRESSIONS}.SortOrder")
     return [sort_order(e, asc, first, cat.seq([])) for e in found]
@@ -125,7 +143,7 @@ def _tie_broken(cat: Catalyst, node: Any, child: Any) -> Any:
     """A Window (over ``child``, its child rewritten) with tie-breakers appended to the ORDER BY it sorts a
     partition's rows by; a WindowGroupLimit of ``row_number`` right below it gets them too. Its functions keep their
     own windows: Spark resolves a rank's ORDER BY values from its function's window again."""
-    orders = cat.seq(cat.items(node.orderSpec()) + _breakers(cat, cat.items(node.child().output())))
+    orders = cat.seq(cat.items(node.orderSpec()) + _breakers(cat, _open(cat, node)))
     if cat.cls(child) == "WindowGroupLimit" and cat.cls(child.rankLikeFunction()) == "RowNumber":
         child = child.copy(child.partitionSpec(), orders, child.rankLikeFunction(), child.limit(), child.child())
     return node.copy(node.windowExpressions(), node.partitionSpec(), orders, child, node.productElement(4))
