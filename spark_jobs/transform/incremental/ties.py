@@ -162,7 +162,7 @@ def _rewritten(cat: Catalyst, node: Any, pattern: Any) -> Any:
             spec = None
         if spec is not None:  # the first rows per partition: stored values; rows below may hold other windows
             below = _rewritten(cat, spec.child, pattern)
-            return node if below is spec.child else replace(cat, node, {spec.path: below})
+            return node if below is spec.child else replace(cat, node, {spec.child_path: below})
     kids = cat.items(node.children())
     new = [_rewritten(cat, c, pattern) for c in kids]
     if name == "Window" and _needs_breakers(cat, node):
