@@ -91,7 +91,8 @@ def _fixed(cat: Catalyst, node: Any) -> set[int]:
     for e in cat.items(node.partitionSpec()) + [o.child() for o in cat.items(node.orderSpec())]:
         if cat.cls(e) == "AttributeReference" and exact(spark_type(e)):
             found.add(e.exprId().id())
-        elif cat.cls(e) == "Cast" and cat.cls(e.child()) == "AttributeReference":
+        elif (cat.cls(e) == "Cast" and cat.cls(e.child()) == "AttributeReference" and not exact(spark_type(e.child()))
+              and exact(spark_type(e))):  # the text of a floating-point or collated column
             found.add(e.child().exprId().id())
     return found
 
@@ -185,8 +186,8 @@ def _needs_breakers(cat: Catalyst, node: Any) -> bool:
     except Unsupported:
         return True
     # a running state counts a rank's ORDER BY values with the window's: tie-breakers would rank rows apart
-    return not any(cat.cls(we.windowFunction()) in _TIE_FREE for we in map(lambda e: _window_expression(cat, e), exprs)
-                   if we is not None)
+    functions = [we.windowFunction() for we in (_window_expression(cat, e) for e in exprs) if we is not None]
+    return not any(cat.cls(fn) in _TIE_FREE for fn in functions)
 
 
 def ordered(cat: Catalyst, plan: Any) -> Any:
