@@ -599,6 +599,41 @@ def test_rows_tied_in_a_running_window_are_recomputed_in_the_order_they_were_out
                                    inc.inputs)
 
 
+def test_first_and_last_over_a_range_frame_pick_among_tied_rows_by_their_other_columns(spark, tmp_path):
+    """``first``/``last`` over a RANGE frame (the forward fill ``last(x) IGNORE NULLS OVER (… ORDER BY t)``) give
+    tied rows one value: the first / last of them as Spark reads them. A tie-breaker in the ORDER BY would split the
+    frame's peers, so they pick among them by the rows' other columns instead, in the running state (a late row
+    recomputes its partition) and by key (DESC). The reduced output is the batch query written with ROWS frames in
+    the tie-broken order, the value taken at each peer group's last row."""
+    import random
+
+    rnd = random.Random(11)
+    values = [None, 1.0, 0.1, None, 0.2, 3.0, None, -1e16]
+    history = [Event(OP_APPEND, minutes(rnd.randint(0, 30)), ("pq"[(i * 7) % 3 % 2], values[(i * 5) % len(values)]))
+               for i in range(160)]  # late rows, five rows a minute: ties, some of NULLs only
+    split = [Txn({"a": n}) for n in (50, 1, 2, 3, 40, 1, 2, 3, 50, 1, 2, 5)]
+    running = ("SELECT event_time, k, x, last(x) IGNORE NULLS OVER w AS fill, first(x) OVER w AS opening, "
+               "last(x) OVER w AS closing FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    by_key = running.replace("ORDER BY event_time)", "ORDER BY event_time DESC)")
+    # the same values, from ROWS frames in the tie-broken order, taken at the last row of each group of tied rows
+    rows = ("SELECT event_time, k, x, max_by(f, i) OVER p AS fill, max_by(o, i) OVER p AS opening, "
+            "max_by(c, i) OVER p AS closing FROM (SELECT *, last(x) IGNORE NULLS OVER w AS f, first(x) OVER w AS o, "
+            "last(x) OVER w AS c, row_number() OVER w AS i FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, "
+            "x ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) WINDOW p AS (PARTITION BY k ORDER BY event_time)")
+    for query, reference, detail in ((running, rows, "running state per partition"),
+                                     (by_key, rows.replace("event_time, x", "event_time DESC, x DESC NULLS LAST")
+                                      .replace("ORDER BY event_time)", "ORDER BY event_time DESC)"), "window functions")):
+        inc = _run(spark, tmp_path / detail.split()[0], sql(query), [InputSpec("a", FLOATS, history)], split)
+        diags = [r.diagnostics for r in inc.result.responses]
+        assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 11, diags
+        assert sum(d.get("history") is not None for d in diags) > 5, diags  # partitions recomputed
+        window = [o for o in inc.result.responses[-1].raw.diagnostics.operators if o.operator == "Window"]
+        assert [o.detail.startswith(detail) for o in window] == [True], window
+        assert window[0].detail.endswith(BROKEN), window
+        live = reduce_output(inc.result.rows())  # asserts that each retraction removes a live row
+        assert live == batch_reference(spark, sql(reference), inc.inputs)
+
+
 def test_max_by_a_string_or_floating_point_ordering_reads_no_history(spark, tmp_path):
     """max_by/min_by by a string ordering (prefixes of each other, multi-byte characters) or a DOUBLE one (NaN above
     every number, -0.0 equal to 0.0) keep their extremes as by an integer one: later rows replace them without

@@ -131,7 +131,7 @@ def analyze_window(cat: Catalyst, node: Any, why: Unsupported | None = None) -> 
     if name == "Window":
         if cat.items(node.orderSpec()):  # frames fold a partition's rows in its order: ties broken (.ties) or refused
             ties.refuse_ties(cat, node)
-            broken = f" {ties.BROKEN}" if ties.total(cat, node) else ""
+            broken = f" {ties.BROKEN}" if ties.broken(cat, node) else ""
         else:
             refuse_order_dependent(cat, name, cat.items(node.windowExpressions()), "a partition")
     what = "window functions" if name == "Window" else "a per-partition row limit"

@@ -111,6 +111,7 @@ class RunningFunction:
     # it counts (lag/lead(x, k) IGNORE NULLS, first(x) IGNORE NULLS to UNBOUNDED FOLLOWING)
     known: int = 0  # the tail holds each row followed by fewer than this many non-NULL ``skips`` values ...
     after: int = 1  # ... counted from this many rows after it on (at least 1)
+    key: Any | None = None  # first/last: the ordering they pick by among rows tied in the ORDER BY (.ties.picked)
 
     @property
     def forward(self) -> bool:
@@ -384,6 +385,10 @@ def _function(cat: Catalyst, alias: Any) -> RunningFunction:
     agg = fn.aggregateFunction()
     if cat.cls(agg) in ("First", "Last"):  # any type: the value is picked, not computed
         return RunningFunction(cat.cls(agg).lower(), agg.child(), result, sql, ignore_nulls=bool(agg.ignoreNulls()))
+    picked = ties.picked(cat, fn)
+    if picked is not None:  # first/last picking among tied rows by their other columns (:mod:`.ties`)
+        kind, value, key, ignore_nulls = picked
+        return RunningFunction(kind, value, result, f"{kind}({value.sql()})", ignore_nulls=ignore_nulls, key=key)
     kind = _AGGREGATES.get(cat.cls(agg))
     args = cat.items(agg.children())
     if kind is None or len(args) != 1:
@@ -450,7 +455,7 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
 
 def _ties(cat: Catalyst, node: Any) -> str:
     """What the detail says of rows tied in the window's ORDER BY (:mod:`.ties`)."""
-    if ties.total(cat, node):
+    if ties.broken(cat, node):
         return f" {ties.BROKEN}"
     tied = ties.tie_sensitive(cat, cat.items(node.windowExpressions()))
     return "" if tied is None else (
@@ -471,6 +476,7 @@ def _columns(cat: Catalyst, spec: RunningSpec, frame: DataFrame, attrs: Sequence
     exprs += [(o, e) for o, e in zip(spec.order_columns, spec.order)]
     if args:
         exprs += [(f"a{j}", f.arg) for j, f in enumerate(spec.functions) if f.arg is not None]
+        exprs += [(f"__odf_by{j}", f.key) for j, f in enumerate(spec.functions) if f.key is not None]
     if skips:
         exprs += [(f"__odf_x{j}", f.skips) for j, f in spec.counted.items()]
     return project(cat, frame, attrs, exprs, keep=keep)
@@ -502,14 +508,18 @@ def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
     cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, cat.items(spec.child.output()))
     aggs = [F.max(_last(spec)).alias("__odf_last"), F.count(F.lit(1)).alias(ROWS),
             *([F.count_distinct(_last(spec)).alias(DISTINCT)] if DISTINCT in spec.counts else []),
-            *[_fold(spec, f, F.col(f"a{j}")).alias(f"s{j}") for j, f in enumerate(spec.functions) if f.arg is not None]]
+            *[_fold(spec, f, F.col(f"a{j}"), F.col(f"__odf_by{j}") if f.key is not None else None).alias(f"s{j}")
+              for j, f in enumerate(spec.functions) if f.arg is not None]]
     grouped = cols.groupBy(*spec.keys).agg(*aggs)
     return grouped.select(*spec.keys, *[F.col(f"__odf_last.o{i}").alias(f"l{i}") for i in range(len(spec.order))],
                           *[c for c in state_columns(spec)[len(spec.order):]])
 
 
-def _fold(spec: RunningSpec, f: RunningFunction, a: Column) -> Column:
-    """A function's state over a partition's rows: the fold of its argument ``a``."""
+def _fold(spec: RunningSpec, f: RunningFunction, a: Column, key: Column | None = None) -> Column:
+    """A function's state over a partition's rows: the fold of its argument ``a`` (by ``key``, its column of
+    :attr:`RunningFunction.key`)."""
+    if key is not None:  # the value the function picks at the partition's last rows
+        return (F.min_by if f.kind == "first" else F.max_by)(a, key)
     if f.kind in ("first", "last", "lag"):  # the value at the first / last ORDER BY value (of the non-NULL ones)
         order = F.when(a.isNotNull(), _last(spec)) if f.ignore_nulls else _last(spec)
         return (F.min_by if f.kind == "first" else F.max_by)(a, order)

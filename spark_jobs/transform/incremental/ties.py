@@ -61,8 +61,8 @@ def tie_sensitive(cat: Catalyst, exprs: list[Any]) -> str | None:
             continue
         if cat.cls(fn) == "AggregateExpression":
             rows, whole = _frame(cat, we)
-            if (whole or not rows) and order_dependent(cat, [fn]) is None:
-                continue  # a RANGE frame (or the whole partition) adds tied rows together
+            if (whole or not rows) and (order_dependent(cat, [fn]) is None or picked(cat, fn) is not None):
+                continue  # a RANGE frame (or the whole partition) adds tied rows together, or picks among them
         return str(we.sql())
     return None
 
@@ -122,13 +122,11 @@ def refuse_ties(cat: Catalyst, node: Any) -> None:
                                 "a partition recomputed from the history could differ from the rows output before it")
 
 
-def _breakers(cat: Catalyst, attrs: list[Any]) -> list[Any]:
-    """Ascending orders over the columns, each followed, where equal values of its type can differ (floating point,
-    also nested; collated strings), by one over its text."""
+def _breaker_values(cat: Catalyst, attrs: list[Any]) -> list[Any]:
+    """The columns, each followed, where equal values of its type can differ (floating point, also nested; collated
+    strings), by its text."""
     from spark_jobs.transform.incremental.keyed import exact
 
-    asc = cat.scala_object(f"{_EXPRESSIONS}.Ascending")
-    first = cat.scala_object(f"{_EXPRESSIONS}.NullsFirst")
     cast = cat.scala_object(f"{_EXPRESSIONS}.Cast")
     string = cat.scala_object("org.apache.spark.sql.types.StringType")
     found = []
@@ -136,8 +134,15 @@ def _breakers(cat: Catalyst, attrs: list[Any]) -> list[Any]:
         found.append(a)
         if not exact(spark_type(a)):
             found.append(cast.apply(a, string, getattr(cast, "apply$default$3")(), getattr(cast, "apply$default$4")()))
+    return found
+
+
+def _breakers(cat: Catalyst, attrs: list[Any]) -> list[Any]:
+    """Ascending orders over :func:`_breaker_values`."""
+    asc = cat.scala_object(f"{_EXPRESSIONS}.Ascending")
+    first = cat.scala_object(f"{_EXPRESSIONS}.NullsFirst")
     sort_order = cat.jclass(f"{_EXPRESSIONS}.SortOrder")
-    return [sort_order(e, asc, first, cat.seq([])) for e in found]
+    return [sort_order(e, asc, first, cat.seq([])) for e in _breaker_values(cat, attrs)]
 
 
 def _tie_broken(cat: Catalyst, node: Any, child: Any) -> Any:
@@ -148,6 +153,84 @@ def _tie_broken(cat: Catalyst, node: Any, child: Any) -> Any:
     if cat.cls(child) == "WindowGroupLimit" and cat.cls(child.rankLikeFunction()) == "RowNumber":
         child = child.copy(child.partitionSpec(), orders, child.rankLikeFunction(), child.limit(), child.child())
     return node.copy(node.windowExpressions(), node.partitionSpec(), orders, child, node.productElement(4))
+
+
+_PICKS = {"First": ("MinBy", "MaxBy"), "Last": ("MaxBy", "MinBy")}  # by an ascending / a descending ORDER BY
+KEY = "__odf_tied"  # the first field of a picking key (:func:`_picking`), by which :func:`picked` knows it
+
+
+def _ascending(cat: Catalyst, node: Any) -> bool | None:
+    """True when a Window's ORDER BY is all ascending with NULLs first (a struct's own order), False when it is all
+    descending with NULLs last (its reverse), None otherwise."""
+    ways = {(cat.cls(o.direction()), cat.cls(o.nullOrdering())) for o in cat.items(node.orderSpec())}
+    if ways == {("Ascending$", "NullsFirst$")}:
+        return True
+    return False if ways == {("Descending$", "NullsLast$")} else None
+
+
+def _picks_peers(cat: Catalyst, e: Any) -> bool:
+    """Whether a window expression is ``first``/``last`` over a RANGE frame short of the whole partition."""
+    we = _window_expression(cat, e)
+    if we is None or cat.cls(we.windowFunction()) != "AggregateExpression":
+        return False
+    rows, whole = _frame(cat, we)
+    return not rows and not whole and cat.cls(we.windowFunction().aggregateFunction()) in _PICKS
+
+
+def _picking(cat: Catalyst, node: Any, child: Any) -> Any | None:
+    """The Window (over ``child``) with each ``first``/``last(x)`` over a RANGE frame (:func:`_picks_peers`: the
+    forward fill ``last(x) IGNORE NULLS OVER (… ORDER BY t)``) written as ``min_by``/``max_by(x, key)``: ``key`` is a
+    struct of the ORDER BY values and the tie-breakers (NULL where ``x`` is, with IGNORE NULLS). Its frame keeps its
+    peers, and among them it picks by the tie-breakers, not by the order Spark reads rows in. None when no function
+    is such or the ORDER BY mixes directions."""
+    exprs = cat.items(node.windowExpressions())
+    ascending = _ascending(cat, node) if any(_picks_peers(cat, e) for e in exprs) else None
+    if ascending is None:
+        return None
+    lit = cat.scala_object(f"{_EXPRESSIONS}.Literal")
+    values = [o.child() for o in cat.items(node.orderSpec())] + _breaker_values(cat, _open(cat, node))
+    fields = [x for i, v in enumerate(values) for x in (lit.apply(f"{KEY}{i}"), v)]
+    key = cat.jclass(f"{_EXPRESSIONS}.CreateNamedStruct")(cat.seq(fields))
+    new = []
+    for e in exprs:
+        if not _picks_peers(cat, e):
+            new.append(e)
+            continue
+        we = _window_expression(cat, e)
+        fn = we.windowFunction()
+        agg = fn.aggregateFunction()
+        ordering = key
+        if agg.ignoreNulls():  # max_by skips a row whose ordering is NULL
+            null = lit.create(None, key.dataType())
+            ordering = cat.jclass(f"{_EXPRESSIONS}.If")(cat.jclass(f"{_EXPRESSIONS}.IsNull")(agg.child()), null, key)
+        by = cat.jclass(f"{_EXPRESSIONS}.aggregate.{_PICKS[cat.cls(agg)][0 if ascending else 1]}")(agg.child(),
+                                                                                                    ordering)
+        fn = fn.copy(by, fn.mode(), fn.isDistinct(), fn.filter(), fn.resultId())
+        we = we.copy(fn, we.windowSpec())
+        new.append(cat.with_children(e, [we]) if cat.cls(e) == "Alias" else we)
+    return node.copy(cat.seq(new), node.partitionSpec(), node.orderSpec(), child, node.productElement(4))
+
+
+def picked(cat: Catalyst, fn: Any) -> tuple[str, Any, Any, bool] | None:
+    """Of an aggregate that :func:`_picking` wrote (by an ascending ORDER BY): ``("first"|"last", x, key, IGNORE
+    NULLS)``; None for any other function."""
+    if cat.cls(fn) != "AggregateExpression" or cat.cls(fn.aggregateFunction()) not in ("MaxBy", "MinBy"):
+        return None
+    agg = fn.aggregateFunction()
+    ordering = agg.orderingExpr()
+    struct = ordering.falseValue() if cat.cls(ordering) == "If" else ordering
+    if cat.cls(struct) != "CreateNamedStruct" or str(cat.items(struct.names())[0]) != f"{KEY}0":
+        return None
+    return ("last" if cat.cls(agg) == "MaxBy" else "first"), agg.valueExpr(), ordering, cat.cls(ordering) == "If"
+
+
+def broken(cat: Catalyst, node: Any) -> bool:
+    """Whether a Window orders rows tied in its ORDER BY by their other columns (:func:`ordered`) wherever its
+    functions tell them apart."""
+    if total(cat, node):
+        return True
+    exprs = [_window_expression(cat, e) for e in cat.items(node.windowExpressions())]
+    return any(we is not None and picked(cat, we.windowFunction()) is not None for we in exprs)
 
 
 def _rewritten(cat: Catalyst, node: Any, pattern: Any) -> Any:
@@ -166,8 +249,12 @@ def _rewritten(cat: Catalyst, node: Any, pattern: Any) -> Any:
             return node if below is spec.child else replace(cat, node, {spec.child_path: below})
     kids = cat.items(node.children())
     new = [_rewritten(cat, c, pattern) for c in kids]
-    if name == "Window" and _needs_breakers(cat, node):
-        return _tie_broken(cat, node, new[0])
+    if name == "Window":
+        picking = _picking(cat, node, new[0])
+        if picking is not None:
+            return picking
+        if _needs_breakers(cat, node):
+            return _tie_broken(cat, node, new[0])
     if all(n is k for n, k in zip(new, kids)):
         return node
     return cat.with_children(node, new)
