@@ -177,8 +177,8 @@ def _picks_peers(cat: Catalyst, e: Any) -> bool:
     return not rows and not whole and cat.cls(we.windowFunction().aggregateFunction()) in _PICKS
 
 
-def _picking(cat: Catalyst, node: Any, child: Any) -> Any | None:
-    """The Window (over ``child``) with each ``first``/``last(x)`` over a RANGE frame (:func:`_picks_peers`: the
+def _picking(cat: Catalyst, node: Any) -> Any | None:
+    """The Window with each ``first``/``last(x)`` over a RANGE frame (:func:`_picks_peers`: the
     forward fill ``last(x) IGNORE NULLS OVER (… ORDER BY t)``) written as ``min_by``/``max_by(x, key)``: ``key`` is a
     struct of the ORDER BY values and the tie-breakers (NULL where ``x`` is, with IGNORE NULLS). Its frame keeps its
     peers, and among them it picks by the tie-breakers, not by the order Spark reads rows in. None when no function
@@ -208,7 +208,7 @@ def _picking(cat: Catalyst, node: Any, child: Any) -> Any | None:
         fn = fn.copy(by, fn.mode(), fn.isDistinct(), fn.filter(), fn.resultId())
         we = we.copy(fn, we.windowSpec())
         new.append(cat.with_children(e, [we]) if cat.cls(e) == "Alias" else we)
-    return node.copy(cat.seq(new), node.partitionSpec(), node.orderSpec(), child, node.productElement(4))
+    return node.copy(cat.seq(new), node.partitionSpec(), node.orderSpec(), node.child(), node.productElement(4))
 
 
 def picked(cat: Catalyst, fn: Any) -> tuple[str, Any, Any, bool] | None:
@@ -250,31 +250,52 @@ def _rewritten(cat: Catalyst, node: Any, pattern: Any) -> Any:
     kids = cat.items(node.children())
     new = [_rewritten(cat, c, pattern) for c in kids]
     if name == "Window":
-        picking = _picking(cat, node, new[0])
-        if picking is not None:
-            return picking
-        if _needs_breakers(cat, node):
+        node = _picking(cat, node) or node
+        fix = _fix(cat, node)
+        if fix == "split" and cat.cls(new[0]) != "WindowGroupLimit":  # (a top-N's limit: left as it is)
+            return _split(cat, node, new[0])
+        if fix == "breakers":
             return _tie_broken(cat, node, new[0])
     if all(n is k for n, k in zip(new, kids)):
         return node
     return cat.with_children(node, new)
 
 
-def _needs_breakers(cat: Catalyst, node: Any) -> bool:
+def _fix(cat: Catalyst, node: Any) -> str | None:
+    """How a Window by key or with a running state gets one order for tied rows: "breakers" appended to its ORDER BY
+    (:func:`_tie_broken`), a "split" into a Window of the functions that need the ties as they are (a RANGE frame; a
+    rank counted by a running state) under one of those that tell tied rows apart, with the breakers
+    (:func:`_split`), or None: no function tells them apart, or the ORDER BY is already total."""
     from spark_jobs.transform.incremental import running
 
     exprs = cat.items(node.windowExpressions())
     if not cat.items(node.partitionSpec()) or not cat.items(node.orderSpec()) or tie_sensitive(cat, exprs) is None:
-        return False
-    if peers(cat, exprs) is not None or total(cat, node):
-        return False
+        return None
+    if total(cat, node) or any(tie_sensitive(cat, [e]) is not None and peers(cat, [e]) is not None for e in exprs):
+        return None  # (a function telling tied rows apart over a RANGE frame: no order fits, refuse_ties)
+    if peers(cat, exprs) is not None:
+        return "split"
     try:
         running.analyze(cat, node)
     except Unsupported:
-        return True
+        return "breakers"  # by key: a rank compares its own ORDER BY values
     # a running state counts a rank's ORDER BY values with the window's: tie-breakers would rank rows apart
     functions = [we.windowFunction() for we in (_window_expression(cat, e) for e in exprs) if we is not None]
-    return not any(cat.cls(fn) in _TIE_FREE for fn in functions)
+    return "split" if any(cat.cls(fn) in _TIE_FREE for fn in functions) else "breakers"
+
+
+def _split(cat: Catalyst, node: Any, child: Any) -> Any:
+    """The Window (over ``child``) as two: its functions that tell no tied rows apart (RANGE frames, ranks) over
+    its own ORDER BY, under the others over it with tie-breakers (:func:`_tie_broken`), and the columns in their
+    order again. Spark plans two windows over one PARTITION BY and ORDER BY prefix with one shuffle and sort."""
+    exprs = cat.items(node.windowExpressions())
+    upper = [e for e in exprs if tie_sensitive(cat, [e]) is not None]
+    lower = node.copy(cat.seq([e for e in exprs if tie_sensitive(cat, [e]) is None]), node.partitionSpec(),
+                      node.orderSpec(), child, node.productElement(4))
+    top = node.copy(cat.seq(upper), node.partitionSpec(), node.orderSpec(), lower, node.productElement(4))
+    # the lower window's values are equal among tied rows: as tie-breakers they only make the order total
+    top = _tie_broken(cat, top, lower)
+    return cat.project(cat.items(node.output()), top)
 
 
 def ordered(cat: Catalyst, plan: Any) -> Any:
