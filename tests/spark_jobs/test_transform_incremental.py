@@ -631,9 +631,10 @@ def test_first_and_last_over_a_range_frame_pick_among_tied_rows_by_their_other_c
             "max_by(c, i) OVER p AS closing FROM (SELECT *, last(x) IGNORE NULLS OVER w AS f, first(x) OVER w AS o, "
             "last(x) OVER w AS c, row_number() OVER w AS i FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time, "
             "x ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) WINDOW p AS (PARTITION BY k ORDER BY event_time)")
+    by_key_rows = rows.replace("event_time, x", "event_time DESC, x DESC NULLS LAST").replace(
+        "ORDER BY event_time)", "ORDER BY event_time DESC)")
     for query, reference, detail in ((running, rows, "running state per partition"),
-                                     (by_key, rows.replace("event_time, x", "event_time DESC, x DESC NULLS LAST")
-                                      .replace("ORDER BY event_time)", "ORDER BY event_time DESC)"), "window functions")):
+                                     (by_key, by_key_rows, "window functions")):
         inc = _run(spark, tmp_path / detail.split()[0], sql(query), [InputSpec("a", FLOATS, history)], split)
         diags = [r.diagnostics for r in inc.result.responses]
         assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 11, diags
@@ -736,8 +737,9 @@ def test_a_lag_or_lead_keeps_its_partitions_last_rows(spark, tmp_path):
     diags = [r.diagnostics for r in inc.result.responses]
     assert [d["path"] for d in diags] == ["rebuild"] + ["incremental"] * 4
     assert [d.get("history") is None for d in diags[1:]] == [True, True, False, False], diags
-    # a row per partition plus its last (up to 3) rows in the tail table: p 3, q 1, then r 1; q is gone at the end
-    assert [d["stateRows"] for d in diags] == [6, 8, 8, 8, 6], diags
+    # a row per partition plus its last (up to 3) rows in the tail table: p 3, q 1, then r 1; q is gone at the end;
+    # and a row per partition of the sum's window (a RANGE frame: split from the lags and row number, .ties)
+    assert [d["stateRows"] for d in diags] == [8, 11, 11, 11, 8], diags
     added = [sorted((r["k"], r["x"], r["prev"], r["back3"], r["s"], r["rn"]) for r in t.to_pylist()
                     if r["op"] == OP_APPEND) for t in inc.result.slices]
     assert added[1:3] == [[("p", 4, 3, 1, 10, 4), ("r", None, None, -1, None, 1)],
@@ -1159,9 +1161,11 @@ def test_beside_a_lead_the_tail_keeps_the_running_values_it_output(spark, tmp_pa
         return real(*args, **kwargs)
 
     monkeypatch.setattr(running, "_window", spy)
-    transform = sql("SELECT event_time, k, x, lead(x, 2) OVER w AS nx2, sum(x) OVER w AS total, rank() OVER w AS r, "
-                    "max(x) OVER w AS hi, last(x) IGNORE NULLS OVER w AS filled FROM a "
-                    "WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+    # ROWS frames: over the default RANGE frame (or beside a rank) the functions would get a window of their own
+    transform = sql("SELECT event_time, k, x, lead(x, 2) OVER w AS nx2, sum(x) OVER r AS total, row_number() OVER w "
+                    "AS r, max(x) OVER r AS hi, last(x) IGNORE NULLS OVER r AS filled FROM a "
+                    "WINDOW w AS (PARTITION BY k ORDER BY event_time), r AS (PARTITION BY k ORDER BY event_time ROWS "
+                    "BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
     history = [Event(OP_APPEND, minutes(1), ("p", 1)), Event(OP_APPEND, minutes(2), ("p", None)),
                Event(OP_APPEND, minutes(3), ("p", 9)),  # rebuild: p's tail is its rows at minutes 2 and 3
                Event(OP_APPEND, minutes(4), ("p", 2)), Event(OP_APPEND, minutes(1), ("q", None)),  # 2's lead: 2

@@ -12,9 +12,10 @@ rows it has after the step. So appending costs the new rows and the states of th
 Only functions whose value over a prefix is an exact fold of that state qualify: ``sum`` of integers or decimals,
 ``count``, ``min``/``max`` of non-floating types, ``row_number``, ``rank``, ``dense_rank``, ``first``/``last``
 (also IGNORE NULLS: the partition's first value, and the forward fill ``last(x) IGNORE NULLS``; the state keeps the
-first / last value by the ORDER BY), ``lag(x) IGNORE NULLS`` (the previous non-NULL value: Spark's own over the rows
-run over, else the state's last non-NULL value; other lags IGNORE NULLS hold a tail, below), with ORDER BY columns
-all ascending with NULLs first (Spark's default); anything else keeps the recomputation by key.
+first / last value by the ORDER BY, picked among tied rows by their other columns: :mod:`.ties`), ``lag(x) IGNORE
+NULLS`` (the previous non-NULL value: Spark's own over the rows run over, else the state's last non-NULL value; other
+lags IGNORE NULLS hold a tail, below), with ORDER BY columns all ascending with NULLs first (Spark's default);
+anything else keeps the recomputation by key.
 
 ``lag(x, k)`` looks back a fixed number of rows, so its state is also the partition's *tail*: its last ``k`` rows
 (the largest offset of the node's lags), kept in a table of their own (a row each, numbered from the last). The

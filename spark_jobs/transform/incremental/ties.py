@@ -11,11 +11,17 @@ evaluation orders the rows of a partition the same way, up to rows equal in ever
 Appending only changes which of the tied rows comes first, which Spark leaves unspecified, for functions whose frame
 is made of rows (``ROWS`` frames, ``row_number``, ``lag``/``lead``, ``ntile``; ``rank``-like functions compare their
 own ORDER BY values) or covers the whole partition. A ``RANGE`` frame treats tied rows as one (its peers): appending
-would split them. A window by key with such a frame over a function that tells tied rows apart (a DOUBLE sum,
-``collect_list``, ``last``), or with both kinds of functions, is not changed; :func:`refuse_ties` sends it to the
-full path, which keeps its output. A running window is not changed either when it has a rank (its state counts the
-window's ORDER BY values) or such a frame (``last(x) IGNORE NULLS``, the forward fill): its detail says the ties
-are a known issue. The first rows per partition (:mod:`.top`) retract the values they stored, not recomputed ones.
+would split them. So:
+
+- ``first``/``last`` over a RANGE frame (the forward fill ``last(x) IGNORE NULLS``) are written as
+  ``min_by``/``max_by`` by the ORDER BY values and the tie-breakers (:func:`_picking`): the frame keeps its peers and
+  picks among them by their other columns. :mod:`.running` keeps them as first/last (:func:`picked`).
+- A window with functions that need the ties as they are (a RANGE frame; a rank, whose running state counts the
+  ORDER BY values) beside ones that tell tied rows apart is split in two (:func:`_split`).
+- A function that tells tied rows apart over a RANGE frame (a DOUBLE sum, ``collect_list``): no order fits;
+  :func:`refuse_ties` sends a window by key to the full path, which keeps its output.
+
+The first rows per partition (:mod:`.top`) retract the values they stored, not recomputed ones.
 """
 from __future__ import annotations
 
@@ -284,17 +290,40 @@ def _fix(cat: Catalyst, node: Any) -> str | None:
     return "split" if any(cat.cls(fn) in _TIE_FREE for fn in functions) else "breakers"
 
 
+def _ahead(cat: Catalyst, e: Any) -> bool:
+    """Whether a window expression reads rows after the row (a lead, a frame reaching FOLLOWING rows): new rows
+    change older rows' output, which a running window outputs again."""
+    from spark_jobs.transform.incremental.running import _sign
+
+    we = _window_expression(cat, e)
+    if cat.cls(we.windowFunction()) == "Lead":
+        return True
+    frame = we.windowSpec().frameSpecification()
+    if cat.cls(frame) != "SpecifiedWindowFrame":
+        return False
+    upper = frame.upper()
+    if cat.cls(upper) in ("CurrentRow$", "UnboundedPreceding$"):
+        return False
+    return cat.cls(upper) == "UnboundedFollowing$" or not upper.foldable() or _sign(upper.eval(None)) != -1
+
+
 def _split(cat: Catalyst, node: Any, child: Any) -> Any:
-    """The Window (over ``child``) as two: its functions that tell no tied rows apart (RANGE frames, ranks) over
-    its own ORDER BY, under the others over it with tie-breakers (:func:`_tie_broken`), and the columns in their
-    order again. Spark plans two windows over one PARTITION BY and ORDER BY prefix with one shuffle and sort."""
+    """The Window (over ``child``) as two, and the columns in their order again: its functions that tell no tied rows
+    apart (RANGE frames, ranks) over its own ORDER BY, and the others over it with tie-breakers (:func:`_tie_broken`).
+    The ones that read rows after the row (:func:`_ahead`) go above when only they do: a running window over one
+    that outputs rows again keeps what it gave them, which not every function can (:mod:`.reissued`)."""
     exprs = cat.items(node.windowExpressions())
-    upper = [e for e in exprs if tie_sensitive(cat, [e]) is not None]
-    lower = node.copy(cat.seq([e for e in exprs if tie_sensitive(cat, [e]) is None]), node.partitionSpec(),
-                      node.orderSpec(), child, node.productElement(4))
-    top = node.copy(cat.seq(upper), node.partitionSpec(), node.orderSpec(), lower, node.productElement(4))
-    # the lower window's values are equal among tied rows: as tie-breakers they only make the order total
-    top = _tie_broken(cat, top, lower)
+    sensitive = [e for e in exprs if tie_sensitive(cat, [e]) is not None]
+    peered = [e for e in exprs if tie_sensitive(cat, [e]) is None]
+
+    def window(functions: list[Any], below: Any) -> Any:
+        return node.copy(cat.seq(functions), node.partitionSpec(), node.orderSpec(), below, node.productElement(4))
+
+    if any(_ahead(cat, e) for e in peered) and not any(_ahead(cat, e) for e in sensitive):
+        top = window(peered, _tie_broken(cat, window(sensitive, node.child()), child))
+    else:  # the lower window's values are equal among tied rows: as tie-breakers they only make the order total
+        lower = window(peered, child)
+        top = _tie_broken(cat, window(sensitive, lower), lower)
     return cat.project(cat.items(node.output()), top)
 
 
