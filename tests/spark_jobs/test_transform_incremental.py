@@ -268,11 +268,21 @@ FAMILIES = {
     "window_ties": (sql("SELECT event_time, k, x, row_number() OVER w AS rn, lag(x) OVER w AS prev, "
                         "sum(x) OVER (PARTITION BY k ORDER BY event_time DESC ROWS BETWEEN 1 PRECEDING AND CURRENT "
                         "ROW) AS near FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time DESC)"), ()),
+    # ... in a running window: first/last over its RANGE frame pick among them, and the row number gets a window of
+    # its own, over the rank's and the count's (.ties)
+    "running_ties": (sql("SELECT event_time, k, x, last(x) IGNORE NULLS OVER w AS fill, first(x) OVER w AS opening, "
+                         "row_number() OVER w AS rn, rank() OVER w AS r, count(*) OVER w AS n FROM a "
+                         "WINDOW w AS (PARTITION BY k ORDER BY event_time)"), ()),
 }
 # the batch query a family's output reduces to, where it is not the family's own query
 TIE_BROKEN = {"window_ties": sql(FAMILIES["window_ties"][0]["query"].replace("ORDER BY event_time DESC",
                                                                              "ORDER BY event_time DESC, x"))}
-TIED_FAMILIES = {"window_ties"}
+TIE_BROKEN["running_ties"] = sql(  # the picks from ROWS frames in that order, at the last row of each tied group
+    "SELECT event_time, k, x, max_by(f, i) OVER w AS fill, max_by(o, i) OVER w AS opening, i AS rn, rank() OVER w AS "
+    "r, count(*) OVER w AS n FROM (SELECT *, last(x) IGNORE NULLS OVER t AS f, first(x) OVER t AS o, row_number() "
+    "OVER t AS i FROM a WINDOW t AS (PARTITION BY k ORDER BY event_time, x ROWS BETWEEN UNBOUNDED PRECEDING AND "
+    "CURRENT ROW)) WINDOW w AS (PARTITION BY k ORDER BY event_time)")
+TIED_FAMILIES = {"window_ties", "running_ties"}
 # the stacked windows over histories mostly in event-time order: the window below outputs rows again without
 # recomputing their partition, and the one above pairs them with the values it gave them (.incremental.reissued)
 IN_ORDER = {"running_over_ahead_in_order", "running_stacked_in_order"}

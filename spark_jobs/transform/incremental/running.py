@@ -244,7 +244,7 @@ class RunningSpec(WindowColumns):
         return keep
 
 
-def _sign(v: Any) -> int | None:
+def bound_sign(v: Any) -> int | None:
     """The sign of a frame bound's value (a number, or an interval as its months or microseconds); None if unknown."""
     if isinstance(v, bool) or v is None:
         return None
@@ -271,7 +271,7 @@ def _values_frame(cat: Catalyst, lower: Any, upper: Any, order: Any, sql: str) -
             raise Unsupported("Window", f"{sql}: a RANGE frame to UNBOUNDED can reach any number of rows (only "
                                         "UNBOUNDED PRECEDING to CURRENT ROW keeps a running state)")
         kind = cat.cls(bound.dataType())
-        sign = _sign(bound.eval(None)) if kind in _OFFSET_TYPES else None
+        sign = bound_sign(bound.eval(None)) if kind in _OFFSET_TYPES else None
         if sign is None:
             raise Unsupported("Window", f"{sql}: a RANGE offset of {bound.sql()} is neither a number nor an interval")
         if kind == "YearMonthIntervalType" and cat.cls(order.dataType()) == "TimestampType$" \

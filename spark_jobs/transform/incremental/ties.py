@@ -270,8 +270,8 @@ def _rewritten(cat: Catalyst, node: Any, pattern: Any) -> Any:
 def _fix(cat: Catalyst, node: Any) -> str | None:
     """How a Window by key or with a running state gets one order for tied rows: "breakers" appended to its ORDER BY
     (:func:`_tie_broken`), a "split" into a Window of the functions that need the ties as they are (a RANGE frame; a
-    rank counted by a running state) under one of those that tell tied rows apart, with the breakers
-    (:func:`_split`), or None: no function tells them apart, or the ORDER BY is already total."""
+    rank counted by a running state) and one of those that tell tied rows apart, with the breakers (:func:`_split`),
+    or None: no function tells them apart, the ORDER BY is already total, or no order fits (:func:`refuse_ties`)."""
     from spark_jobs.transform.incremental import running
 
     exprs = cat.items(node.windowExpressions())
@@ -293,7 +293,7 @@ def _fix(cat: Catalyst, node: Any) -> str | None:
 def _ahead(cat: Catalyst, e: Any) -> bool:
     """Whether a window expression reads rows after the row (a lead, a frame reaching FOLLOWING rows): new rows
     change older rows' output, which a running window outputs again."""
-    from spark_jobs.transform.incremental.running import _sign
+    from spark_jobs.transform.incremental.running import bound_sign
 
     we = _window_expression(cat, e)
     if cat.cls(we.windowFunction()) == "Lead":
@@ -304,7 +304,7 @@ def _ahead(cat: Catalyst, e: Any) -> bool:
     upper = frame.upper()
     if cat.cls(upper) in ("CurrentRow$", "UnboundedPreceding$"):
         return False
-    return cat.cls(upper) == "UnboundedFollowing$" or not upper.foldable() or _sign(upper.eval(None)) != -1
+    return cat.cls(upper) == "UnboundedFollowing$" or not upper.foldable() or bound_sign(upper.eval(None)) != -1
 
 
 def _split(cat: Catalyst, node: Any, child: Any) -> Any:
