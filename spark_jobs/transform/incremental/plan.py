@@ -21,7 +21,7 @@ from odf_core.engine.protocol import OperatorPlan
 from odf_core.metadata import DatasetVocabulary
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.inputs import orderable
-from spark_jobs.transform.incremental.frames import Path, spark_type
+from spark_jobs.transform.incremental.frames import Path, node_at, spark_type
 from spark_jobs.transform.planning import ROW_WISE
 
 PLAN_VERSION = "incremental-1"  # part of the fingerprint: a new state layout rebuilds old states once
@@ -131,6 +131,13 @@ class _Analyzer:
             from spark_jobs.transform.incremental import keyed, running
 
             try:
+                pair = running.analyze_pair(cat, node)
+            except Unsupported:  # each of the two on its own
+                pair = None
+            if pair is not None:  # a window split for its ties: one state
+                self._operator(node, running.KIND, pair, where, path, depth, out)
+                return
+            try:
                 spec = running.analyze(cat, node)
             except Unsupported as why:  # no running state: recompute the partitions the new rows touch
                 self._keyed(node, keyed.analyze_window(cat, node, why), where, path, depth, out)
@@ -175,7 +182,11 @@ class _Analyzer:
         """An operator whose spec names itself (``operator``, ``detail``), over segments of each of its children."""
         line = len(self.lines)  # the operator's line comes before its children's
         self.lines.append(OperatorPlan(depth=depth, operator=spec.operator, path=PATH_INCREMENTAL, detail=spec.detail))
-        kids = [self.segment(c, f"{where}.{i}", depth + 1) for i, c in enumerate(self.cat.items(node.children()))]
+        below = getattr(spec, "below", (0,))
+        if below != (0,):  # the child of two nodes
+            kids = [self.segment(node_at(self.cat, node, below), where + "".join(f".{i}" for i in below), depth + 1)]
+        else:
+            kids = [self.segment(c, f"{where}.{i}", depth + 1) for i, c in enumerate(self.cat.items(node.children()))]
         if kind == "running":  # over a window that outputs rows again
             from spark_jobs.transform.incremental import reissued
 

@@ -57,7 +57,8 @@ def annotate(cat: Catalyst, node: Any, spec: "RunningSpec", child: "Segment") ->
     the window reads) when the window below it outputs rows again and its own rows are not."""
     if spec.looks_ahead or below(child) is None:
         return spec
-    ids = {a.exprId().id() for a in cat.items(node.references().toSeq())}
+    nodes = [node, node.child()] if spec.peers else [node]  # (a pair's two Window nodes)
+    ids = {a.exprId().id() for n in nodes for a in cat.items(n.references().toSeq())}
     reads = tuple(i for i, a in enumerate(cat.items(spec.child.output())) if a.exprId().id() in ids)
     detail = (f"{spec.detail}; a row the window below outputs again with the same {len(reads)} column(s) this one "
               "reads keeps the values this window gave it (kept while the window below can change the row)")
@@ -208,6 +209,8 @@ def _still_reissuable(entries: DataFrame, reissuable: DataFrame, width: int) -> 
 
 def initial(cat: Catalyst, spec: "RunningSpec", node: Any, rows: DataFrame, reissuable: DataFrame) -> DataFrame:
     """The table from the child's whole history (``rows``, by position)."""
+    from spark_jobs.transform.incremental.running import evaluated
+
     width = len(cat.items(spec.child.output()))
-    entries = kept(cat, spec, evaluate(cat, node, {(0,): rows})).withColumn(HASH, _row_hash(width))
+    entries = kept(cat, spec, evaluated(cat, spec, node, rows)).withColumn(HASH, _row_hash(width))
     return _unique(_still_reissuable(entries, reissuable, width)).drop(HASH)

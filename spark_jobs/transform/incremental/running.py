@@ -73,7 +73,8 @@ from pyspark.sql.window import Window
 
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental import key_ranges, ties
-from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, spark_type, splice
+from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project, replace as replaced, \
+    spark_type, splice
 from spark_jobs.transform.incremental.plan import Unsupported
 from spark_jobs.transform.incremental.state import WindowColumns, by_keys, same_keys
 
@@ -130,6 +131,15 @@ class RunningSpec(WindowColumns):
     detail: str
     reads: tuple[int, ...] | None = None  # over a window that outputs rows again: the child's columns (by position)
     # this window reads; it keeps its values at the rows the window below can output again (:mod:`.reissued`)
+    peers: int = 0  # a window split for its ties (:func:`analyze_pair`): how many of the ORDER BY columns rows tied
+    # in the original ORDER BY share (the others are the tie-breakers); 0: all of them
+    below: tuple[int, ...] = (0,)  # the path from the operator's node to its child (two Window nodes for a pair)
+
+    @property
+    def peer_count(self) -> int:
+        """The ORDER BY columns whose values tell where a new row goes: a row at or before its partition's last
+        such value is late."""
+        return self.peers or len(self.order)
 
     @property
     def counts(self) -> list[str]:
@@ -187,12 +197,14 @@ class RunningSpec(WindowColumns):
         FOLLOWING rows or an IGNORE NULLS lead; a frame's lower offset beside another function whose rows output
         again): an older tail may lack them; "outputs" where rows are output again (:attr:`stored`): an older tail
         kept the values of some functions only; "reissued" where it keeps the values of rows the window below outputs
-        again (:mod:`.reissued`): an older state has no such table."""
+        again (:mod:`.reissued`): an older state has no such table; "peers" for the two windows of a split one
+        (:func:`analyze_pair`), whose states were two operators'."""
         beyond = self.uppers or len(self.lagging) < len(self.counted)  # rows output again beyond the last ``ahead``
         lowered = any(f.lower is not None and any(g.forward for g in self.functions if g is not f)
                       for f in self.functions)
         names = ["tail-reads"] if (self.behind and beyond) or lowered else []
-        return "+".join(names + (["outputs"] if self.looks_ahead else []) + (["reissued"] if self.reads else []))
+        return "+".join(names + (["outputs"] if self.looks_ahead else []) + (["reissued"] if self.reads else [])
+                        + (["peers"] if self.peers else []))
 
     @property
     def stored(self) -> list[int]:
@@ -425,8 +437,8 @@ def _tail_words(spec: RunningSpec) -> list[str]:
             + (f" with the rows these and new rows read ({', '.join(read)})" if read else "")] + lags
 
 
-def analyze(cat: Catalyst, node: Any) -> RunningSpec:
-    """The running state of a Window node, or :class:`Unsupported` (then the node is recomputed by key)."""
+def _orders(cat: Catalyst, node: Any) -> tuple[tuple[Any, ...], list[Any]]:
+    """A Window's PARTITION BY expressions and ORDER BY, or :class:`Unsupported` where no running state fits."""
     partition = tuple(cat.items(node.partitionSpec()))
     if not partition:
         raise Unsupported("Window", "a window without PARTITION BY: any new row can change every output row")
@@ -437,21 +449,54 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
         if cat.cls(o.direction()) != "Ascending$" or cat.cls(o.nullOrdering()) != "NullsFirst$":
             raise Unsupported("Window", f"ORDER BY {o.sql()}: only ascending orders with NULLs first keep a running "
                                         "state")
+    return partition, orders
+
+
+def analyze(cat: Catalyst, node: Any) -> RunningSpec:
+    """The running state of a Window node, or :class:`Unsupported` (then the node is recomputed by key)."""
+    partition, orders = _orders(cat, node)
     functions = tuple(_function(cat, e) for e in cat.items(node.windowExpressions()))
     spec = RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), "")
+    return replace(spec, detail=_detail(spec, _ties(cat, node)))
+
+
+def analyze_pair(cat: Catalyst, node: Any) -> RunningSpec | None:
+    """One running state for ``node`` and the Window below it when they are the two :func:`.ties.split_pair` made
+    of one window (the functions that need the ties as they are, and those with tie-breakers): a partition's state
+    and tail are the same rows for both, so they are kept once, and a step joins, writes and reads them once. Its
+    ORDER BY is the tie-broken one (the tail's rows, the first/last values); a row is late when it comes at or before
+    its partition's last value of the other one's (:attr:`RunningSpec.peers`), where the functions over the ties
+    would change older rows. None when ``node`` is no such pair; :class:`Unsupported` when a function has no
+    running state (then each is planned on its own)."""
+    lower = ties.split_pair(cat, node)
+    if lower is None:
+        return None
+    partition, low = _orders(cat, lower)
+    _, up = _orders(cat, node)
+    broken, plain = (up, low) if len(up) > len(low) else (low, up)
+    functions = tuple(_function(cat, e) for n in (lower, node) for e in cat.items(n.windowExpressions()))
+    # the upper one's tie-breakers end with the lower one's values, equal among the rows they would tell apart
+    child = {a.exprId().id() for a in cat.items(lower.child().output())}
+    order = tuple(o.child() for o in broken
+                  if all(a.exprId().id() in child for a in cat.items(o.references().toSeq())))
+    spec = RunningSpec("Window", partition, order, functions, lower.child(), "", peers=len(plain), below=(0, 0))
+    return replace(spec, detail=_detail(spec, f" {ties.BROKEN}; {ties.PAIRED}"))
+
+
+def _detail(spec: RunningSpec, ties_words: str) -> str:
+    """What ``odf explain`` says of a running window."""
     def named(f: RunningFunction) -> str:
         return f.sql.split(" OVER ")[0] + (" IGNORE NULLS" if f.ignore_nulls and "IGNORE NULLS" not in
                                            f.sql.upper() else "")
 
-    what = ", ".join(named(f) for f in functions)
+    what = ", ".join(named(f) for f in spec.functions)
     kept = _tail_words(spec)
     if spec.stored:
         kept[-1] += " (with each row's values as output)"
     tail = f" and {' and '.join(kept)}" if kept else ""
-    detail = (f"running state per partition ({len(partition)} key(s)){tail}: {what}; rows after a partition's last "
-              "ORDER BY value extend it, earlier rows and removals recompute the partitions they touch from their "
-              "history" + _ties(cat, node))
-    return replace(spec, detail=detail)
+    return (f"running state per partition ({len(spec.partition)} key(s)){tail}: {what}; rows after a partition's "
+            "last ORDER BY value extend it, earlier rows and removals recompute the partitions they touch from their "
+            "history" + ties_words)
 
 
 def _ties(cat: Catalyst, node: Any) -> str:
@@ -495,8 +540,10 @@ def known_after(spec: RunningSpec, frame: DataFrame, latest_first: Any) -> tuple
     return frame, cols
 
 
-def _last(spec: RunningSpec, prefix: str = "o") -> Column:
-    return F.struct(*[F.col(f"{prefix}{i}").alias(f"o{i}") for i in range(len(spec.order))])
+def _last(spec: RunningSpec, prefix: str = "o", peers: bool = False) -> Column:
+    """The ORDER BY values as a struct (with ``peers`` only those rows tied in the original ORDER BY share)."""
+    n = spec.peer_count if peers else len(spec.order)
+    return F.struct(*[F.col(f"{prefix}{i}").alias(f"o{i}") for i in range(n)])
 
 
 def state_columns(spec: RunningSpec) -> list[str]:
@@ -508,7 +555,7 @@ def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
     """States of the partitions of ``rows`` (the child's rows, by position), from all of their rows."""
     cols = _columns(cat, spec, rows.drop(COUNT) if COUNT in rows.columns else rows, cat.items(spec.child.output()))
     aggs = [F.max(_last(spec)).alias("__odf_last"), F.count(F.lit(1)).alias(ROWS),
-            *([F.count_distinct(_last(spec)).alias(DISTINCT)] if DISTINCT in spec.counts else []),
+            *([F.count_distinct(_last(spec, peers=True)).alias(DISTINCT)] if DISTINCT in spec.counts else []),
             *[_fold(spec, f, F.col(f"a{j}"), F.col(f"__odf_by{j}") if f.key is not None else None).alias(f"s{j}")
               for j, f in enumerate(spec.functions) if f.arg is not None]]
     grouped = cols.groupBy(*spec.keys).agg(*aggs)
@@ -581,7 +628,7 @@ def with_values(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame) ->
     if not spec.stored:
         return rows
     width = len(cat.items(spec.child.output()))
-    out = evaluate(cat, node, {(0,): rows.drop(COUNT) if COUNT in rows.columns else rows})
+    out = evaluated(cat, spec, node, rows.drop(COUNT) if COUNT in rows.columns else rows)
     return out.select(*[f"c{i}" for i in range(width)], *[F.col(f"c{width + j}").alias(f"v{j}") for j in spec.stored])
 
 
@@ -683,13 +730,18 @@ def _continued(j: int, f: RunningFunction, v: Column, tail: bool) -> Column:
     return F.coalesce(F.col(f"st_{counted}"), F.lit(0)) + off(counted)
 
 
-def _window(cat: Catalyst, node: Any, rows: DataFrame, extra: Sequence[str]) -> DataFrame:
-    """The Window ``node`` over ``rows`` (its child's rows by position, then the columns named in ``extra``, which
+def evaluated(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame) -> DataFrame:
+    """The operator's node (one Window, or the two of a pair) over ``rows``, its child's rows by position."""
+    return evaluate(cat, node, {spec.below: rows})
+
+
+def _window(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, extra: Sequence[str]) -> DataFrame:
+    """The operator's node over ``rows`` (its child's rows by position, then the columns named in ``extra``, which
     a Window passes through like its child's own): its output by position, the ``extra`` columns after the child's
     by their names."""
-    child = cat.items(node.children())[0]
+    child = spec.child
     width = len(cat.items(child.output()))
-    plan = cat.with_children(node, [splice(cat, rows, cat.items(child.output()), extra)])
+    plan = replaced(cat, node, {spec.below: splice(cat, rows, cat.items(child.output()), extra)})
     out = cat.dataframe(plan)
     functions = len(out.columns) - width - len(extra)
     return out.toDF(*[f"c{i}" for i in range(width)], *extra, *[f"c{width + j}" for j in range(functions)])
@@ -705,7 +757,7 @@ def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, sta
     width = len(cat.items(spec.child.output()))
     row_cols = [f"c{i}" for i in range(width)]
     extra = [POSITION, *spec.tail_columns]
-    window = _window(cat, node, rows.select(*row_cols, *extra), extra)
+    window = _window(cat, spec, node, rows.select(*row_cols, *extra), extra)
     out_attrs = cat.items(node.output())
     keyed = project(cat, window, out_attrs, [(f"c{i}", a) for i, a in enumerate(out_attrs)]
                     + [(k, e) for k, e in zip(spec.keys, spec.partition)]
@@ -760,7 +812,8 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
     mine, mine_rows = step.keep(by_keys(old, touched, keys, "left_semi"))
     m = mine.select(*[F.col(c).alias(f"m_{c}") for c in mine.columns])
     tagged = gained.join(m, same_keys(gained, m, keys, [f"m_{k}" for k in keys]), "left")
-    late_rows = tagged.where(F.col(f"m_{ROWS}").isNotNull() & ~(_last(spec) > _last(spec, "m_l"))).select(*keys)
+    late_rows = tagged.where(F.col(f"m_{ROWS}").isNotNull()
+                             & ~(_last(spec, peers=True) > _last(spec, "m_l", peers=True))).select(*keys)
     late, seen = step.keep((late_rows if lost_keys is None else late_rows.unionByName(lost_keys)).distinct())
     late = step.broadcast(late, seen["__odf_rows"])
     row_cols = [f"c{i}" for i in range(width)]
@@ -795,7 +848,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
             pos = [over.drop(POSITION)]
             tail_parts.append(_extended_tail(cat, spec, kept, appended.select(*row_cols), added))
     else:
-        pos = [_extended(cat, spec, op.node, evaluate(cat, op.node, {(0,): appended.select(*row_cols)}), mine)]
+        pos = [_extended(cat, spec, op.node, evaluated(cat, spec, op.node, appended.select(*row_cols)), mine)]
     extended = _merged(spec, mine, added)
     parts = [extended]
     if seen["__odf_rows"]:  # late rows or removals: those partitions are recomputed from their history
@@ -811,8 +864,8 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
             after = keyed.restrict(cat, step.replay(node, bounds=ranged), attrs, spec.partition, late)
         after = after.persist()
         step.hold(after)
-        pos.append(evaluate(cat, op.node, {(0,): after}))
-        neg.append(evaluate(cat, op.node, {(0,): before}))
+        pos.append(evaluated(cat, spec, op.node, after))
+        neg.append(evaluated(cat, spec, op.node, before))
         parts.append(initial(cat, spec, after))
         if spec.has_tail:
             tail_parts.append(tail_rows(cat, spec, with_values(cat, spec, op.node, after)))

@@ -35,6 +35,8 @@ from spark_jobs.transform.incremental.plan import Unsupported
 
 _EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions"
 BROKEN = "(rows tied in its ORDER BY in the order of their other columns)"  # said in odf explain
+PAIRED = ("its functions over the ties as they are and those with tie-breakers are two Window nodes (docs/"
+          "transforms.md) with this one state")  # said in odf explain of a running window split_pair found
 _TIE_FREE = frozenset({"Rank", "DenseRank", "PercentRank", "CumeDist"})  # tied rows get one value
 
 
@@ -325,6 +327,26 @@ def _split(cat: Catalyst, node: Any, child: Any) -> Any:
         lower = window(peered, child)
         top = _tie_broken(cat, window(sensitive, lower), lower)
     return cat.project(cat.items(node.output()), top)
+
+
+def split_pair(cat: Catalyst, node: Any) -> Any | None:
+    """The Window below ``node`` when the two are a window :func:`_split` made (or written so): the same PARTITION
+    BY, and one's ORDER BY is the other's followed by tie-breakers that order every column (:func:`total`). None
+    otherwise."""
+    if cat.cls(node) != "Window" or cat.cls(node.child()) != "Window":
+        return None
+    lower = node.child()
+
+    def same(a: list[Any], b: list[Any]) -> bool:
+        return len(a) == len(b) and all(x.semanticEquals(y) for x, y in zip(a, b))
+
+    if not same(cat.items(node.partitionSpec()), cat.items(lower.partitionSpec())):
+        return None
+    up, low = cat.items(node.orderSpec()), cat.items(lower.orderSpec())
+    short, long, broken = (low, up, node) if len(up) > len(low) else (up, low, lower)
+    if not short or len(long) == len(short) or not same(short, long[:len(short)]):
+        return None
+    return lower if total(cat, broken) else None
 
 
 def ordered(cat: Catalyst, plan: Any) -> Any:
