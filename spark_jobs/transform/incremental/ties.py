@@ -17,7 +17,8 @@ would split them. So:
   ``min_by``/``max_by`` by the ORDER BY values and the tie-breakers (:func:`_picking`): the frame keeps its peers and
   picks among them by their other columns. :mod:`.running` keeps them as first/last (:func:`picked`).
 - A window with functions that need the ties as they are (a RANGE frame; a rank, whose running state counts the
-  ORDER BY values) beside ones that tell tied rows apart is split in two (:func:`_split`).
+  ORDER BY values) beside ones that tell tied rows apart is split in two (:func:`_split`); a running state keeps one
+  state for the two (:func:`split_pair`, :func:`.running.analyze_pair`).
 - A function that tells tied rows apart over a RANGE frame (a DOUBLE sum, ``collect_list``): no order fits;
   :func:`refuse_ties` sends a window by key to the full path, which keeps its output.
 
@@ -331,8 +332,9 @@ def _split(cat: Catalyst, node: Any, child: Any) -> Any:
 
 def split_pair(cat: Catalyst, node: Any) -> Any | None:
     """The Window below ``node`` when the two are a window :func:`_split` made (or written so): the same PARTITION
-    BY, and one's ORDER BY is the other's followed by tie-breakers that order every column (:func:`total`). None
-    otherwise."""
+    BY, one's ORDER BY the other's followed by tie-breakers that order every column (:func:`total`), the other's
+    functions none that tell tied rows apart, and the upper one's functions over the lower one's child only (as
+    siblings in one window are). None otherwise."""
     if cat.cls(node) != "Window" or cat.cls(node.child()) != "Window":
         return None
     lower = node.child()
@@ -346,7 +348,12 @@ def split_pair(cat: Catalyst, node: Any) -> Any | None:
     short, long, broken = (low, up, node) if len(up) > len(low) else (up, low, lower)
     if not short or len(long) == len(short) or not same(short, long[:len(short)]):
         return None
-    return lower if total(cat, broken) else None
+    plain = lower if broken is node else node
+    if not total(cat, broken) or tie_sensitive(cat, cat.items(plain.windowExpressions())) is not None:
+        return None
+    child = {a.exprId().id() for a in cat.items(lower.child().output())}
+    read = {a.exprId().id() for e in cat.items(node.windowExpressions()) for a in cat.items(e.references().toSeq())}
+    return lower if read <= child else None
 
 
 def ordered(cat: Catalyst, plan: Any) -> Any:
