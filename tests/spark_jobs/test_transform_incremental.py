@@ -626,12 +626,9 @@ def test_a_window_reading_the_ties_values_of_the_window_below_keeps_a_state_of_i
     count: not the two of a window split for its ties (one running state, :func:`.ties.split_pair`), since the upper
     one's values depend on the lower one's, which the running state corrects after the Window nodes ran. Each keeps a
     state of its own, and the output is the batch query's with the tie-breakers written out."""
-    import random
-
-    rnd = random.Random(5)
     values = [1e16, 1.0, 0.1, 0.2, 0.0, -1e16, 3.0, 0.1]
-    history = [Event(OP_APPEND, minutes(rnd.randint(0, 30)), ("pq"[(i * 7) % 3 % 2], values[(i * 5) % len(values)]))
-               for i in range(160)]  # late rows, and five rows a minute: ties
+    history = [Event(OP_APPEND, minutes(i // 4), ("pq"[(i * 7) % 3 % 2], values[(i * 5) % len(values)]))
+               for i in range(160)]  # four rows a minute: transactions end between and among tied rows
     split = [Txn({"a": n}) for n in (50, 1, 2, 3, 40, 1, 2, 3, 50, 1, 2, 5)]
     inner = "SELECT event_time, k, x, count(*) OVER w AS n FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time)"
     query = (f"SELECT event_time, k, x, n, lag(n) OVER w AS ln, row_number() OVER w AS rn FROM ({inner}) "
