@@ -60,6 +60,9 @@ the open frames.
 
 A running window over such a window reads its rows output again as a removal and a new row; it keeps the values it
 gave the rows the window below can still output again, so that those are not removals (:mod:`.reissued`).
+
+The two Window nodes :mod:`.ties` splits a window into (its functions over the ties, and those with tie-breakers)
+keep one state, that of the tie-broken order (:func:`analyze_pair`): a step runs both nodes over the new rows.
 """
 from __future__ import annotations
 
@@ -547,7 +550,9 @@ def _last(spec: RunningSpec, prefix: str = "o", peers: bool = False) -> Column:
 
 
 def state_columns(spec: RunningSpec) -> list[str]:
-    return [*[f"l{i}" for i in range(len(spec.order))], *spec.counts,
+    """The state's columns beside its keys: the partition's last ORDER BY value (of a pair, the values rows tied in
+    the original ORDER BY share: all a step compares), its counts and each function's fold."""
+    return [*[f"l{i}" for i in range(spec.peer_count)], *spec.counts,
             *[f"s{j}" for j, f in enumerate(spec.functions) if f.arg is not None]]
 
 
@@ -559,8 +564,8 @@ def initial(cat: Catalyst, spec: RunningSpec, rows: DataFrame) -> DataFrame:
             *[_fold(spec, f, F.col(f"a{j}"), F.col(f"__odf_by{j}") if f.key is not None else None).alias(f"s{j}")
               for j, f in enumerate(spec.functions) if f.arg is not None]]
     grouped = cols.groupBy(*spec.keys).agg(*aggs)
-    return grouped.select(*spec.keys, *[F.col(f"__odf_last.o{i}").alias(f"l{i}") for i in range(len(spec.order))],
-                          *[c for c in state_columns(spec)[len(spec.order):]])
+    return grouped.select(*spec.keys, *[F.col(f"__odf_last.o{i}").alias(f"l{i}") for i in range(spec.peer_count)],
+                          *[c for c in state_columns(spec)[spec.peer_count:]])
 
 
 def _fold(spec: RunningSpec, f: RunningFunction, a: Column, key: Column | None = None) -> Column:
@@ -643,7 +648,7 @@ def _merged(spec: RunningSpec, old: DataFrame, new: DataFrame) -> DataFrame:
     o = old.select(*[F.col(c).alias(f"old_{c}") for c in old.columns])
     joined = new.join(o, same_keys(new, o, spec.keys, [f"old_{k}" for k in spec.keys]), "left")
     types = {f.name: f.dataType for f in new.schema.fields}
-    cols = [F.col(k) for k in spec.keys] + [F.col(f"l{i}") for i in range(len(spec.order))]
+    cols = [F.col(k) for k in spec.keys] + [F.col(f"l{i}") for i in range(spec.peer_count)]
     cols += [(F.coalesce(F.col(f"old_{c}"), F.lit(0)) + F.col(c)).cast("long").alias(c) for c in spec.counts]
     for j, f in enumerate(spec.functions):
         if f.arg is None:
@@ -768,7 +773,7 @@ def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, sta
     joined = keyed.join(s, same_keys(keyed, s, spec.keys, [f"st_{k}" for k in spec.keys]), "left")
     joined = joined.join(b, same_keys(joined, b, spec.keys, [f"t_{k}" for k in spec.keys]), "left")
     if new_only:
-        joined = joined.where(F.col(f"st_{ROWS}").isNull() | (_last(spec) > _last(spec, "st_l")))
+        joined = joined.where(F.col(f"st_{ROWS}").isNull() | (_last(spec, peers=True) > _last(spec, "st_l", peers=True)))
     cols = [F.col(f"c{i}") for i in range(width)]
     for j, f in enumerate(spec.functions):
         v = _continued(j, f, F.col(f"c{width + j}"), tail=True)
