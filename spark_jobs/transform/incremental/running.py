@@ -773,7 +773,8 @@ def _over_tail(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, sta
     joined = keyed.join(s, same_keys(keyed, s, spec.keys, [f"st_{k}" for k in spec.keys]), "left")
     joined = joined.join(b, same_keys(joined, b, spec.keys, [f"t_{k}" for k in spec.keys]), "left")
     if new_only:
-        joined = joined.where(F.col(f"st_{ROWS}").isNull() | (_last(spec, peers=True) > _last(spec, "st_l", peers=True)))
+        after = _last(spec, peers=True) > _last(spec, "st_l", peers=True)  # (a tail's rows are not)
+        joined = joined.where(F.col(f"st_{ROWS}").isNull() | after)
     cols = [F.col(f"c{i}") for i in range(width)]
     for j, f in enumerate(spec.functions):
         v = _continued(j, f, F.col(f"c{width + j}"), tail=True)
