@@ -156,10 +156,11 @@ class Step:
     def keep(self, df: DataFrame, *stats: Column) -> tuple[DataFrame, Row]:
         """Materialise a frame that several later jobs read (released at the end of the step); the one job that
         fills it also computes ``stats`` (aggregate columns) over it."""
-        df = df.persist()
-        row = df.agg(F.count(F.lit(1)).alias("__odf_rows"), *stats).collect()[0]
-        self._cached.append(df)
-        return df, row
+        from pyspark.sql import Observation
+
+        obs = Observation()
+        leaf = self.leaf(df.observe(obs, F.count(F.lit(1)).alias("__odf_rows"), *stats))
+        return leaf, Row(**obs.get)
 
     def broadcast(self, df: DataFrame, rows: int | None = None) -> DataFrame:
         """``df``, a frame derived from the step's change that joins look up (keys, hashes of rows), marked to be
@@ -172,11 +173,8 @@ class Step:
             return df
         fits = self.sizing.broadcastable(rows)
         if fits is None:
-            if df.is_cached:
-                rows = df.count()
-            else:
-                df, row = self.keep(df)
-                rows = row["__odf_rows"]
+            df, row = self.keep(df)
+            rows = row["__odf_rows"]
             fits = self.sizing.broadcastable(rows)
         return F.broadcast(df) if fits else df
 
