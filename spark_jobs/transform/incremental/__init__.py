@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -154,10 +154,14 @@ class Step:
         return evaluate(self.cat, node, leaves)
 
     def keep(self, df: DataFrame, *stats: Column) -> tuple[DataFrame, Row]:
-        """Materialise a frame that several later jobs read (released at the end of the step); the one job that
-        fills it also computes ``stats`` (aggregate columns) over it."""
-        from pyspark.sql import Observation
+        """Materialise a frame that several later jobs read, as a local checkpoint (:meth:`leaf`, released at the end
+        of the step); the one job that fills it also computes ``stats`` (aggregate columns) over it, observed.
 
+        Not ``persist()``: a later frame joins frames derived from a kept one (the new rows with their partitions'
+        state rows, both from the change), Spark renames one side's attributes, no longer finds the cached plan, and
+        computes the kept frame again, with the broadcasts inside it, in every query that reads it. A tiny step of
+        a window over a window with late rows ran 76 Spark jobs so (57 broadcasts), 41 as leaves
+        (docs/transforms.md)."""
         obs = Observation()
         leaf = self.leaf(df.observe(obs, F.count(F.lit(1)).alias("__odf_rows"), *stats))
         return leaf, Row(**obs.get)
