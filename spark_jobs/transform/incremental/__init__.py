@@ -91,8 +91,7 @@ class Step:
     sizing: StepSizing | None = None  # incremental steps: their shuffle plan (histories add to it when read)
     evicted: int | None = None  # the watermark (µs) through which the previous states dropped closed windows
     evict: int | None = None  # the watermark (µs) through which the new states drop them
-    _cached: list[DataFrame] = field(default_factory=list)
-    _leaves: list[DataFrame] = field(default_factory=list)  # local checkpoints of operators' changes
+    _leaves: list[DataFrame] = field(default_factory=list)  # local checkpoints: frames several queries read
     _read: dict[int, set[str]] = field(default_factory=dict)  # per input, the history slices the step has read
 
     # -- inputs -------------------------------------------------------------------------------------------------
@@ -182,10 +181,6 @@ class Step:
             fits = self.sizing.broadcastable(rows)
         return F.broadcast(df) if fits else df
 
-    def hold(self, df: DataFrame) -> None:
-        """Release a persisted frame at the end of the step."""
-        self._cached.append(df)
-
     def passed_up(self, change: Delta) -> Delta:
         """An operator's change as the operator above it reads it: netted (a row both gained and lost is no change:
         a min/max above would recompute a group for an unchanged row) and computed once, into a local checkpoint.
@@ -207,9 +202,6 @@ class Step:
         return leaf
 
     def release(self) -> None:
-        for df in self._cached:
-            df.unpersist()
-        self._cached.clear()
         for leaf in self._leaves:  # the checkpointed blocks (else kept until the JVM collects the frames)
             leaf._jdf.queryExecution().logical().rdd().unpersist(False)
         self._leaves.clear()
@@ -410,8 +402,7 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
             if op.spec.reads:  # the window below's new tail is read here and written to the checkpoint: once
                 below = reissued.below(op.children[0])
                 assert below is not None
-                states[tail_table(below.id)] = states[tail_table(below.id)].persist()
-                step.hold(states[tail_table(below.id)])
+                states[tail_table(below.id)] = step.leaf(states[tail_table(below.id)])
                 again = (old_states[reissued.table(op.id)], reissued.reissuable(step.cat, op, states))
             change, states[op.id], tail, values = running.step(step, op, old_states[op.id], changes,
                                                                old_states.get(tail_table(op.id)), again)

@@ -264,15 +264,13 @@ def step(step: "Step", op: "Op", changes: dict) -> "Delta":
             pos.append(evaluate(cat, op.node, {**others, (i,): d.pos}))
             neg.append(evaluate(cat, op.node, {**others, (i,): d.neg}))
             continue
-        wanted = touched_keys(cat, d, attrs[i], spec.keys[i]).persist()
-        step.hold(wanted)
-        wanted = step.broadcast(wanted)
+        wanted, seen = step.keep(touched_keys(cat, d, attrs[i], spec.keys[i]))
+        wanted = step.broadcast(wanted, seen["__odf_rows"])
         others = {(j,): restrict(cat, other(j), attrs[j], spec.keys[j], wanted)
                   for j in range(len(deltas)) if j != i}
         before = restrict(cat, rows(i, old=True), attrs[i], spec.keys[i], wanted)
         if d.gains_only:  # the touched keys' new rows are their old rows plus the gained ones: one history read
-            before = before.persist()
-            step.hold(before)
+            before = step.leaf(before)
             after = before.unionByName(expand(d.pos))
         else:
             after = restrict(cat, rows(i, old=False), attrs[i], spec.keys[i], wanted)

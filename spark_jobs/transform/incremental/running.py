@@ -861,15 +861,13 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         node = op.children[0].node
         ranged = key_ranges.own(step, node, spec.partition)
         before = keyed.restrict(cat, step.replay(node, old=True, bounds=ranged), attrs, spec.partition, late)
-        if d.gains_only:
-            before = before.persist()
-            step.hold(before)
+        if d.gains_only:  # both read from one read of the history (leaves: read by several queries)
+            before = step.leaf(before)
             mine_new = keyed.restrict(cat, gained.select(*row_cols), attrs, spec.partition, late)
             after = before.unionByName(mine_new)
         else:
             after = keyed.restrict(cat, step.replay(node, bounds=ranged), attrs, spec.partition, late)
-        after = after.persist()
-        step.hold(after)
+        after = step.leaf(after)
         pos.append(evaluated(cat, spec, op.node, after))
         neg.append(evaluated(cat, spec, op.node, before))
         parts.append(initial(cat, spec, after))
