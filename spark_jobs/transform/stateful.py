@@ -379,7 +379,7 @@ def _write_checkpoint(step: Any, request: TransformRequest, states: Mapping[str,
 
 
 def _rebuild_states(step: Any, diag: dict[str, Any]) -> dict[str, DataFrame]:
-    """Every operator's state from the inputs' whole history (persisted: the checkpoint is written from them)."""
+    """Every operator's state from the inputs' whole history (leaves: the checkpoint is written from them)."""
     from spark_jobs.transform import incremental
 
     states: dict[str, Any] = {}

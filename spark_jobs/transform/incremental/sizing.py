@@ -81,9 +81,6 @@ class StepSizing:
             return
         self.session.conf.set("spark.sql.adaptive.enabled", "false")
         self.session.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
-        # the frames a step persists are read once or twice, right away: compressing their cached columns costs
-        # more than it saves (gathering the statistics to choose an encoding: ~5% of a 10k-row step's task time)
-        self.session.conf.set("spark.sql.inMemoryColumnarStorage.compressed", "false")
 
     def cover(self, rows: int) -> None:
         """The step is about to read ``rows`` more (an input's history): later queries get partitions for them.
