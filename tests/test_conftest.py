@@ -17,7 +17,7 @@ def test_container_tests_skipped_for_a_missing_podman_are_listed_loudly(tmp_path
     (bin_dir / "python").symlink_to(sys.executable)
     env = {**os.environ, "PATH": str(bin_dir), "PYTHONPATH": str(REPO)}
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no",
-                          "tests/odf_core/ingest/test_fetch_container.py"], cwd=REPO, env=env,
+                          "-o", "addopts=", "tests/odf_core/ingest/test_fetch_container.py"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=300)
     out = run.stdout
     assert run.returncode == 0, out[-3000:] + run.stderr[-3000:]
