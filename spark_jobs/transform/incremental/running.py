@@ -861,7 +861,7 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict, old_tail: DataFr
         node = op.children[0].node
         ranged = key_ranges.own(step, node, spec.partition)
         before = keyed.restrict(cat, step.replay(node, old=True, bounds=ranged), attrs, spec.partition, late)
-        if d.gains_only:  # both read from one read of the history (leaves: read by several queries)
+        if d.gains_only:  # after = before + the gained rows: one history read (leaves: many queries read them)
             before = step.leaf(before)
             mine_new = keyed.restrict(cat, gained.select(*row_cols), attrs, spec.partition, late)
             after = before.unionByName(mine_new)
