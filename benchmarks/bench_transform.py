@@ -897,7 +897,7 @@ def bench_keyed(ctx: Ctx) -> str:
     notes: list[str] = []
     for q, spec in enumerate((
             KeyedQuery("window (running sum per key, 100k keys)", WINDOW_SQL, ("src",),
-                       "the running state: one row per key (its last row's ORDER BY values with the tie-breakers, "
+                       "the running state: one row per key (its last event time, "
                        "row count, running sum)"),
             KeyedQuery("lookup join (1k-row lookup table)", JOIN_SQL, ("src", "lookup"),
                        "no operator state: the changed rows are joined with the lookup table; the output state is "

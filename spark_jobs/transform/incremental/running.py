@@ -63,6 +63,12 @@ gave the rows the window below can still output again, so that those are not rem
 
 The two Window nodes :mod:`.ties` splits a window into (its functions over the ties, and those with tie-breakers)
 keep one state, that of the tie-broken order (:func:`analyze_pair`): a step runs both nodes over the new rows.
+
+Where a window's ORDER BY has tie-breakers (:mod:`.ties`: every other column of the row), the state keeps the last
+row's values of the query's own ORDER BY only (:attr:`RunningSpec.peers`): a new row tied with them is late, as a
+row before them is, and recomputes its partition. Keeping the tie-breakers would tell whether such a row comes after
+the last one, at the cost of a copy of the partition's last row in every state row (twice the state's size and its
+write for a running sum, bench_keyed), for the rare row that ties the last event time of its partition.
 """
 from __future__ import annotations
 
@@ -134,8 +140,9 @@ class RunningSpec(WindowColumns):
     detail: str
     reads: tuple[int, ...] | None = None  # over a window that outputs rows again: the child's columns (by position)
     # this window reads; it keeps its values at the rows the window below can output again (:mod:`.reissued`)
-    peers: int = 0  # a window split for its ties (:func:`analyze_pair`): how many of the ORDER BY columns rows tied
-    # in the original ORDER BY share (the others are the tie-breakers); 0: all of them
+    peers: int = 0  # a window with tie-breakers (:mod:`.ties`; also the pair :func:`analyze_pair` keeps): how many
+    # of the ORDER BY columns rows tied in the query's own ORDER BY share (the others are the tie-breakers, which the
+    # state does not keep); 0: all of them
     below: tuple[int, ...] = (0,)  # the path from the operator's node to its child (two Window nodes for a pair)
 
     @property
@@ -200,8 +207,9 @@ class RunningSpec(WindowColumns):
         FOLLOWING rows or an IGNORE NULLS lead; a frame's lower offset beside another function whose rows output
         again): an older tail may lack them; "outputs" where rows are output again (:attr:`stored`): an older tail
         kept the values of some functions only; "reissued" where it keeps the values of rows the window below outputs
-        again (:mod:`.reissued`): an older state has no such table; "peers" for the two windows of a split one
-        (:func:`analyze_pair`), whose states were two operators'."""
+        again (:mod:`.reissued`): an older state has no such table; "peers" where the state keeps the last row's values
+        of the query's own ORDER BY only, not its tie-breakers (:attr:`peers`): an older state kept them all, and the
+        two windows of a split one (:func:`analyze_pair`) were two operators'."""
         beyond = self.uppers or len(self.lagging) < len(self.counted)  # rows output again beyond the last ``ahead``
         lowered = any(f.lower is not None and any(g.forward for g in self.functions if g is not f)
                       for f in self.functions)
@@ -459,7 +467,9 @@ def analyze(cat: Catalyst, node: Any) -> RunningSpec:
     """The running state of a Window node, or :class:`Unsupported` (then the node is recomputed by key)."""
     partition, orders = _orders(cat, node)
     functions = tuple(_function(cat, e) for e in cat.items(node.windowExpressions()))
-    spec = RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), "")
+    peers = ties.peer_orders(cat, node)  # a row tied with its partition's last in the query's ORDER BY is late
+    spec = RunningSpec("Window", partition, tuple(o.child() for o in orders), functions, node.child(), "",
+                       peers=peers if peers < len(orders) else 0)
     return replace(spec, detail=_detail(spec, _ties(cat, node)))
 
 

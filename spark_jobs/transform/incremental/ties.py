@@ -90,14 +90,15 @@ def peers(cat: Catalyst, exprs: list[Any]) -> str | None:
     return None
 
 
-def _fixed(cat: Catalyst, node: Any) -> set[int]:
-    """The ids of the child's columns a Window's PARTITION BY or ORDER BY already fixes among tied rows: a column of a
-    type whose equal values are the same value, or the text of any column (-0.0 and 0.0 compare equal, and so do
-    strings under a collation: :func:`_breakers`)."""
+def _fixed(cat: Catalyst, node: Any, orders: list[Any] | None = None) -> set[int]:
+    """The ids of the child's columns a Window's PARTITION BY or ORDER BY (or ``orders``, sort orders in its place)
+    already fixes among tied rows: a column of a type whose equal values are the same value, or the text of any
+    column (-0.0 and 0.0 compare equal, and so do strings under a collation: :func:`_breakers`)."""
     from spark_jobs.transform.incremental.keyed import exact
 
     found = set()
-    for e in cat.items(node.partitionSpec()) + [o.child() for o in cat.items(node.orderSpec())]:
+    orders = cat.items(node.orderSpec()) if orders is None else orders
+    for e in cat.items(node.partitionSpec()) + [o.child() for o in orders]:
         if cat.cls(e) == "AttributeReference" and exact(spark_type(e)):
             found.add(e.exprId().id())
         elif (cat.cls(e) == "Cast" and cat.cls(e.child()) == "AttributeReference" and not exact(spark_type(e.child()))
@@ -106,9 +107,9 @@ def _fixed(cat: Catalyst, node: Any) -> set[int]:
     return found
 
 
-def _open(cat: Catalyst, node: Any) -> list[Any]:
-    """The child's columns that can differ among rows tied in a Window's ORDER BY."""
-    fixed = _fixed(cat, node)
+def _open(cat: Catalyst, node: Any, orders: list[Any] | None = None) -> list[Any]:
+    """The child's columns that can differ among rows tied in a Window's ORDER BY (or in ``orders``)."""
+    fixed = _fixed(cat, node, orders)
     return [a for a in cat.items(node.child().output()) if a.exprId().id() not in fixed]
 
 
@@ -231,6 +232,23 @@ def picked(cat: Catalyst, fn: Any) -> tuple[str, Any, Any, bool] | None:
     if cat.cls(struct) != "CreateNamedStruct" or str(cat.items(struct.names())[0]) != f"{KEY}0":
         return None
     return ("last" if cat.cls(agg) == "MaxBy" else "first"), agg.valueExpr(), ordering, cat.cls(ordering) == "If"
+
+
+def peer_orders(cat: Catalyst, node: Any) -> int:
+    """How many of a Window's ORDER BY columns come before the tie-breakers :func:`_tie_broken` appended (all of them
+    when it appended none): the values rows tied in the query's own ORDER BY share. Read back from the plan: the
+    fewest leading columns after which come exactly the breakers of the columns they leave open. (An ORDER BY the
+    query wrote total gives the same count when it ends the way breakers would: a running state then only treats
+    more new rows as late, which is correct either way.)"""
+    orders = cat.items(node.orderSpec())
+    for n in range(1, len(orders)):
+        rest = orders[n:]
+        values = _breaker_values(cat, _open(cat, node, orders[:n]))
+        if (len(values) == len(rest) and all(v.semanticEquals(o.child()) for v, o in zip(values, rest))
+                and all(cat.cls(o.direction()) == "Ascending$" and cat.cls(o.nullOrdering()) == "NullsFirst$"
+                        for o in rest)):
+            return n
+    return len(orders)
 
 
 def broken(cat: Catalyst, node: Any) -> bool:
