@@ -1798,18 +1798,19 @@ def test_an_older_checkpoint_is_rebuilt_once_with_a_warning(spark, tmp_path, ver
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
 
 
-@pytest.mark.parametrize("family, fixture, table", [
-    ("count_distinct", "checkpoint-v5-count-distinct-by-key.parquet", "aggregate:root"),
-    ("running_lag", "checkpoint-v5-lag-by-key.parquet", "running:root"),
-    ("top_per_key", "checkpoint-v5-top-by-key.parquet", "top:root.0"),
+@pytest.mark.parametrize("family, fixture, why", [
+    ("count_distinct", "checkpoint-v5-count-distinct-by-key.parquet", "no state table aggregate:root "),
+    # since 11-29 the lag's running state also names its layout (without the tie-breakers): that says it first
+    ("running_lag", "checkpoint-v5-lag-by-key.parquet", "the layout of an operator's state changed"),
+    ("top_per_key", "checkpoint-v5-top-by-key.parquet", "no state table top:root.0 "),
 ])
-def test_a_checkpoint_without_an_operators_state_is_rebuilt_once(spark, tmp_path, family, fixture, table):
+def test_a_checkpoint_without_an_operators_state_is_rebuilt_once(spark, tmp_path, family, fixture, why):
     """Checkpoints written by engines before an operator kept a state (they recomputed its touched keys from the
     history and kept no table): data/checkpoint-v5-count-distinct-by-key.parquet, before count DISTINCT kept a count
     per value, data/checkpoint-v5-lag-by-key.parquet, before lag kept its partitions' last rows, and
     data/checkpoint-v5-top-by-key.parquet, before a filter on row_number() kept each partition's first rows; each for
     its family, FIXED_A/FIXED_B and a first transaction of 4 + 1 rows. A dataset whose checkpoint it is continues with
-    one rebuild that names the missing table, then incremental steps."""
+    one rebuild that names the missing table (or the changed layout), then incremental steps."""
     import shutil
 
     transform, _ = FAMILIES[family]
@@ -1823,7 +1824,7 @@ def test_a_checkpoint_without_an_operators_state_is_rebuilt_once(spark, tmp_path
     diags = [r.diagnostics for r in coord.result.responses]
     assert [d["path"] for d in diags] == ["rebuild", "rebuild", "incremental"]
     warnings = diags[1]["warnings"]
-    assert any(f"no state table {table} " in w and "rebuilt" in w for w in warnings), warnings
+    assert any(why in w and "rebuilt" in w for w in warnings), warnings
     assert diags[2]["stateRows"] > 0
     assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs)
 
