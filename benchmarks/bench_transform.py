@@ -897,8 +897,8 @@ def bench_keyed(ctx: Ctx) -> str:
     notes: list[str] = []
     for q, spec in enumerate((
             KeyedQuery("window (running sum per key, 100k keys)", WINDOW_SQL, ("src",),
-                       "the running state: one row per key (its last event time, "
-                       "row count, running sum)"),
+                       "the running state: one row per key (its last event time, row count, running "
+                       "sum)"),
             KeyedQuery("lookup join (1k-row lookup table)", JOIN_SQL, ("src", "lookup"),
                        "no operator state: the changed rows are joined with the lookup table; the output state is "
                        "not kept"),
@@ -950,9 +950,8 @@ def bench_lag(ctx: Ctx) -> str:
     results: list[Result] = []
     notes: list[str] = []
     _keyed_runs(ctx, 4, KeyedQuery("lag per key (100k keys, computed key)", LAG_SQL, ("src",),
-                                   "the running state: one row per key (last event time and the row's other "
-                                   "columns, its tie-breakers; row count) and a tail table of each key's last 2 "
-                                   "rows"), results, notes)
+                                   "the running state: one row per key (last event time, row count) and a tail "
+                                   "table of each key's last 2 rows"), results, notes)
     return _keyed_text(ctx, "Each incremental transaction follows a new slice of consecutive ids; the step runs the "
                        "window over the new rows and the last 2 rows of the partitions (id % 100000) they touch, "
                        "kept in the checkpoint (their rows come after the partition's last event time). The key is "
