@@ -1132,6 +1132,7 @@ def test_only_tails_that_now_hold_more_rows_change_the_plans_fingerprint():
     before (whose tail may lack those rows) is rebuilt once; any other plan keeps its fingerprint. No Spark: the
     specs are built from their functions."""
     import hashlib
+    from dataclasses import replace
 
     from pyspark.sql import types as T
 
@@ -1166,6 +1167,9 @@ def test_only_tails_that_now_hold_more_rows_change_the_plans_fingerprint():
     for functions, layout in cases.items():
         spec = RunningSpec(("k",), ("t",), "Window", functions, None, "")
         assert spec.layout == layout, ([f.sql for f in functions], spec.layout)
+    # a state without the ORDER BY's tie-breakers (since 11-29; ORDER BY t, then the breakers x and y)
+    broken = RunningSpec(("k",), ("t", "x", "y"), "Window", (lag,), None, "", peers=1)
+    assert broken.layout == "peers" and replace(broken, functions=(lead,)).layout == "outputs+peers"
     plan, schemas = X("Window [k#12]"), [X('{"type": "struct"}')]
     before = hashlib.sha256(f"{PLAN_VERSION}\nWindow [k#]\n{{\"type\": \"struct\"}}".encode()).hexdigest()
     assert _fingerprint(plan, schemas, ["", ""]) == before
