@@ -508,8 +508,8 @@ def _detail(spec: RunningSpec, ties_words: str) -> str:
         kept[-1] += " (with each row's values as output)"
     tail = f" and {' and '.join(kept)}" if kept else ""
     return (f"running state per partition ({len(spec.partition)} key(s)){tail}: {what}; rows after a partition's "
-            "last ORDER BY value extend it, earlier rows and removals recompute the partitions they touch from their "
-            "history" + ties_words)
+            "last ORDER BY value extend it, rows at or before it and removals recompute the partitions they touch "
+            "from their history" + ties_words)
 
 
 def _ties(cat: Catalyst, node: Any) -> str:
