@@ -291,9 +291,12 @@ def run_stateful(session: SparkSession, request: TransformRequest, inputs: Seque
     if plan is None:
         diag["path"] = "full"
         return _full(session, request, inputs, info, schemas, diag, prev, ends, unchanged)
+    from odf_core.engine.spark_conf import INCREMENTAL_SQL_CONF
     from spark_jobs.transform import incremental
     from spark_jobs.transform.catalyst import Catalyst
 
+    for k, v in INCREMENTAL_SQL_CONF.items():  # the request's own session: no other request sees it
+        session.conf.set(k, v)
     step = incremental.Step(session, Catalyst(session), inputs, schemas, ends, info.op_read, plan)
     try:
         why = incremental.reusable(prev.meta if prev is not None else None, plan, qhash)

@@ -440,6 +440,23 @@ def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
     assert {R, OP_CORRECT_FROM, OP_CORRECT_TO} <= set(ops)  # the history exercised retractions and corrections
 
 
+@pytest.mark.timeout(600)
+def test_a_group_by_with_many_aggregates_steps_without_the_optimizer_taking_over(spark, tmp_path):
+    """Eight aggregates: an incremental step's plans alias each output column several times, and Spark's
+    constraint propagation derives constraints for every combination of the aliases. With it on, a step of 8
+    aggregates spent more than 13 minutes in the optimizer (6: ~10 s); the engine switches it off for incremental
+    steps (odf_core.engine.spark_conf.INCREMENTAL_SQL_CONF), so this takes seconds, and the timeout fails it if not."""
+    transform = sql("SELECT k, " + ", ".join(f"sum(x + {i}) AS s{i}" for i in range(8))
+                    + ", max(event_time) AS event_time FROM a GROUP BY k")
+    # p and q change: the step's slice is per group (an old and a new row per touched group)
+    history = FIXED_A[:4] + [Event(OP_APPEND, minutes(50 + i), ("pq"[i % 2], i)) for i in range(2)]
+    inc = _run_both(spark, tmp_path, transform, history, [Txn({"a": 4}), Txn({"a": 2})])
+    responses = inc.result.responses
+    assert [r.diagnostics["path"] for r in responses] == ["rebuild", "incremental"]
+    assert responses[1].diagnostics["slice"] == "per group"
+    assert spark.conf.get("spark.sql.constraintPropagation.enabled") == "true"  # the caller's session: untouched
+
+
 def test_count_distinct_counts_each_value_and_reads_no_history(spark, tmp_path):
     """count(DISTINCT x) keeps a row count per (group, value) in the checkpoint: a step reads no history, a value
     leaves a group's number when its last row is retracted or corrected away (not before), and the slices are the
