@@ -18,6 +18,8 @@ from typing import Any, Sequence
 
 from pyspark.sql import SparkSession
 
+from spark_jobs.session import settings
+
 SIZE = 32
 _PLANS: "OrderedDict[str, Any]" = OrderedDict()
 _LOCK = threading.Lock()
@@ -27,7 +29,7 @@ def plan_key(session: SparkSession, transform: Any, schemas: Sequence[Any], alia
              vocabs: Sequence[Any], vocab: Any) -> str:
     """What a stateful step's plan depends on: the queries, each input's alias, schema (with its input marker) and
     vocabulary, the output vocabulary, and the session's ``spark.sql.*`` / ``spark.odf.*`` settings."""
-    conf = {k: v for k, v in session.conf.getAll.items() if k.startswith(("spark.sql.", "spark.odf."))}
+    conf = {k: v for k, v in settings(session).items() if k.startswith(("spark.sql.", "spark.odf."))}
     text = json.dumps({
         "engine": str(transform.engine).lower(),
         "queries": [[q.alias, q.query] for q in transform.steps()],

@@ -117,3 +117,19 @@ def test_without_pyspark_s_internal_lookup_function_nothing_is_changed(monkeypat
     monkeypatch.delattr(builtin, "_get_jvm_function")
     cache_function_lookups()  # a cluster's pyspark may not have it: F.* calls stay as they are
     assert not hasattr(builtin, "_get_jvm_function")
+
+
+def test_settings_are_read_in_a_few_round_trips_and_equal_the_confs_own(spark, monkeypatch):
+    from spark_jobs.session import request_session, settings
+
+    tricky = 'a "quoted", = {value}\n\u00e9'
+    spark.conf.set("spark.odf.test.tricky", tricky)
+    try:
+        expected = spark.conf.getAll  # pyspark's walk of the JVM map, entry by entry
+        sent = _commands_sent(monkeypatch)
+        found = settings(spark)
+        assert len(sent) <= 10 and len(expected) >= 10  # pyspark's walk: two round trips an entry
+        assert found == expected and found["spark.odf.test.tricky"] == tricky
+        assert request_session(spark).conf.get("spark.odf.test.tricky") == tricky  # the child session gets it
+    finally:
+        spark.conf.unset("spark.odf.test.tricky")
