@@ -224,9 +224,9 @@ def output_rows(session: SparkSession, transform: TransformSql, vocab: DatasetVo
         views[inp.alias] = history_rows(session, inp, schema, ends[inp.alias], changelog)
     out = run_steps(session, transform, views)
     from spark_jobs.transform.catalyst import Catalyst
-    from spark_jobs.transform.incremental import ties
+    from spark_jobs.transform.incremental import canonical
 
-    out = ties.ordered_frame(Catalyst(session), out)  # the plan the incremental path evaluates (ties in one order)
+    out = canonical.frame(Catalyst(session), out)  # the plan the incremental path evaluates
     query_layout = layout_of(out.schema, vocab, STATEFUL)
     types = {f.name: f.dataType for f in out.schema.fields}
     bad = [n for n in query_layout.columns if not orderable(types[n])]

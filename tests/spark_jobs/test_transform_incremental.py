@@ -31,6 +31,7 @@ from .transform_support import (
     batch_reference,
     checkpoint_tables,
     minutes,
+    reduce_input,
     reduce_output,
     splits,
 )
@@ -523,6 +524,44 @@ def test_tied_extremes_recompute_the_group(spark, tmp_path):
     explained = diags[0]["operators"]
     assert ("Aggregate", "incremental") in explained, explained
 
+
+BIG = 2 ** 53  # Spark's DOUBLE additions of an integer avg round past it
+
+
+@pytest.mark.parametrize("query, operator", [
+    ("SELECT k, avg(x) AS a, count(*) AS n, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate"),
+    ("SELECT event_time, k, x, avg(x) OVER (PARTITION BY k) AS a FROM a", "Window"),
+])
+def test_an_average_of_integers_is_their_exact_sum_over_their_count_in_any_order(spark, tmp_path, query, operator):
+    """Spark adds an integer avg's values as DOUBLEs: past 2^53 its value depends on the order it reads the rows in
+    (2^53, 1, 1 gives ...330.5 read in that order, ...331.5 with the ones first). Every evaluation divides the exact
+    sum, rounded once, by the count: the incremental path (a state, or a key recomputed from the history) and the
+    full path write the same bytes, each retraction removes the row output before, and the values are exact."""
+    history = [Event(OP_APPEND, minutes(1), ("p", BIG)), Event(OP_APPEND, minutes(2), ("p", 1)),
+               Event(OP_APPEND, minutes(3), ("p", 1)), Event(OP_APPEND, minutes(4), ("q", BIG)),
+               Event(OP_APPEND, minutes(5), ("q", 1)),
+               Event(OP_APPEND, minutes(6), ("p", 1)),  # p: 2^53 + 3 over 4
+               Event(R, minutes(2), ("p", 1)),  # p: 2^53 + 2 over 3
+               Event(OP_CORRECT_FROM, minutes(5), ("q", 1)), Event(OP_CORRECT_TO, minutes(5), ("q", 3)),
+               Event(OP_APPEND, minutes(8), ("q", -BIG))]  # q: 3 over 3
+    split = [Txn({"a": 5}), Txn({"a": 1}), Txn({"a": 1}), Txn({"a": 2}), Txn({"a": 1})]
+    inputs = [InputSpec("a", DATA, history)]
+    inc = _run(spark, tmp_path / "inc", sql(query), inputs, split)
+    full = _run(spark, tmp_path / "full", sql(query), inputs, split, incremental=False)
+    assert [r.diagnostics["path"] for r in inc.result.responses][1:] == ["incremental"] * 4
+    assert (operator, "incremental") in inc.result.responses[-1].diagnostics["operators"]
+    for a, b in zip(inc.result.slices, full.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    live = reduce_output(inc.result.rows())  # each retraction removes a live row
+    values: dict[str, list[int]] = {}
+    for e in reduce_input(inputs[0]):
+        values.setdefault(e[1].data[0], []).append(e[1].data[1])
+    exact = {k: float(sum(v)) / len(v) for k, v in values.items()}  # the sum rounded once, then divided
+    # (Spark's DOUBLE sums in the rows' order: (2^53 + 1 + 1) / 3 is ...330.5, (2^53 + 3 - 2^53) / 3 is 4/3)
+    assert exact == {"p": 3002399751580331.5, "q": 1.0}
+    names = [c for c in inc.result.rows()[0] if c not in ("offset", "op", "system_time")]
+    got = sorted({(dict(zip(names, r))["k"], dict(zip(names, r))["a"]) for r in live.elements()})
+    assert got == sorted(exact.items()), (got, exact)
 
 FLOATS = pa.schema([pa.field("k", pa.string()), pa.field("x", pa.float64())])
 
@@ -1997,8 +2036,11 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     moving = explain("SELECT event_time, k, avg(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 6 PRECEDING "
                      "AND CURRENT ROW) AS week, sum(x) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 1 "
                      "PRECEDING AND 2 FOLLOWING) AS near FROM a")
+    # the average of integers is their exact sum over their count (a Project above the window divides them)
+    assert [o.operator for o in moving.operators[1:3]] == ["Project", "Window"], moving.operators
     assert "running state per partition (1 key(s)) and its last 8 row(s) (with each row's values as output): " \
-           "avg(a.x), sum(a.x)" in moving.operators[1].detail, moving.operators
+           "sum(CAST(a.x AS DECIMAL(20,0))), count(CAST(a.x AS DECIMAL(20,0))), sum(a.x)" in \
+           moving.operators[2].detail, moving.operators
     fill = explain("SELECT event_time, k, last(x) IGNORE NULLS OVER w AS filled, first(x) OVER w AS x0, "
                    "lag(x) IGNORE NULLS OVER w AS known FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time)")
     # first/last over a RANGE frame pick among tied rows; the lag takes tie-breakers over them in a window of its

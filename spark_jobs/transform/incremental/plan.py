@@ -289,10 +289,10 @@ def plan_query(session: Any, transform: Any, schemas: Sequence[Any], vocabs: Seq
     if not enabled:
         off = Unsupported("-", "spark.odf.incremental.enabled is false")
         return Planned(None, explain_full(cat, optimized, off), str(off.reason), out.schema)
-    from spark_jobs.transform.incremental import ties
+    from spark_jobs.transform.incremental import canonical
 
     try:  # the plan every path evaluates: the full path's output too (stateful.output_rows)
-        plan = analyze(cat, ties.ordered(cat, optimized), vocabs, info.op_read, schemas)
+        plan = analyze(cat, canonical.plan(cat, optimized), vocabs, info.op_read, schemas)
     except Unsupported as u:
         return Planned(None, explain_full(cat, optimized, u), str(u), out.schema)
     return Planned(plan, plan.operators, None, out.schema)

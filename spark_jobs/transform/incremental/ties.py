@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame
-
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.frames import replace, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
@@ -379,9 +377,3 @@ def ordered(cat: Catalyst, plan: Any) -> Any:
     pattern = cat.static("org.apache.spark.sql.catalyst.trees.TreePattern", "WINDOW")()
     return _rewritten(cat, plan, pattern)
 
-
-def ordered_frame(cat: Catalyst, df: DataFrame) -> DataFrame:
-    """:func:`ordered` of a DataFrame's optimised plan (the DataFrame itself when no window changes)."""
-    plan = df._jdf.queryExecution().optimizedPlan()
-    new = ordered(cat, plan)
-    return df if new is plan else cat.dataframe(new)

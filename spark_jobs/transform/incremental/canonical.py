@@ -1,0 +1,24 @@
+"""The plan every evaluation of a stateful query runs: its incremental plan, the full path's output, a rebuild and
+every recomputation from the history. Spark leaves some values to the order it reads rows in; here they get one:
+integer averages become an exact sum over a count (:mod:`.averages`), then windows that tell rows tied in their
+ORDER BY apart get tie-breakers (:mod:`.ties`)."""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental import averages, ties
+
+
+def plan(cat: Catalyst, optimized: Any) -> Any:
+    """The canonical form of an optimised plan (``optimized`` itself when nothing changes)."""
+    return ties.ordered(cat, averages.exact(cat, optimized))
+
+
+def frame(cat: Catalyst, df: DataFrame) -> DataFrame:
+    """:func:`plan` of a DataFrame's optimised plan (the DataFrame itself when nothing changes)."""
+    optimized = df._jdf.queryExecution().optimizedPlan()
+    new = plan(cat, optimized)
+    return df if new is optimized else cat.dataframe(new)
