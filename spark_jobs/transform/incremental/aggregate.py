@@ -5,17 +5,17 @@ Each aggregate function keeps what makes its value computable from a change of i
 - ``sum`` of integers: the sum as a long, the type of its result (ANSI arithmetic fails a step whose running total
   leaves a long's range, as it fails Spark's own sum), and the count of non-null values; the value is NULL when that
   count is 0;
-- ``sum`` of decimals, ``avg`` of integers: the same with an exact DECIMAL(38, scale) sum (floating-point sums are
-  not invertible exactly: full path);
+- ``sum`` of decimals: the same with an exact DECIMAL(38, scale) sum (floating-point sums are not invertible
+  exactly: full path); an ``avg`` of integers arrives as such a sum and a count (:mod:`.averages`);
 - ``min`` / ``max``: the current extreme; a removed row at or beyond it makes the group *recomputed* from the inputs'
   history (only the groups it touches) unless a row added in the same change lies beyond every removed one, anything
   else combines old and new extremes;
-- ``count``/``sum``/``avg(DISTINCT ...)``: the number (and the sum) of the distinct values, and a second table with
-  the row count of every (group, value): a change of a value's count from 0 or to 0 adds the value to the group's
-  distinct values or takes it off, so a step reads the state, never the history (Spark plans DISTINCT aggregates over
-  one column set as they are; over several, it rewrites them into two aggregates over an Expand: the inner one per
-  group, value and column set, the outer one with FILTER clauses and a ``first()`` of the other functions' values,
-  both kept here);
+- ``count``/``sum(DISTINCT ...)`` (an integer ``avg(DISTINCT ...)`` is their quotient): the number (and the sum)
+  of the distinct values, and a second table with the row count of every (group, value): a change of a value's count
+  from 0 or to 0 adds the value to the group's distinct values or takes it off, so a step reads the state, never
+  the history (Spark plans DISTINCT aggregates over one column set as they are; over several, it rewrites them into
+  two aggregates over an Expand: the inner one per group, value and column set, the outer one with FILTER clauses
+  and a ``first()`` of the other functions' values, both kept here);
 - ``first(x)`` / ``last(x)`` (Spark's pick of one row's value): the number of rows it picks from (non-NULL ones with
   IGNORE NULLS) and the value; while a change leaves that pick unambiguous (see :func:`_picked`) the state has it,
   otherwise the group is recomputed;
@@ -64,21 +64,19 @@ _PICKS = ("first", "last")  # Spark's pick of one row's value: known from the st
 class Adapter:
     """One aggregate function: which state it keeps (``kind``), its argument expressions, its result type."""
 
-    kind: str  # "count" | "sum" | "avg" | "min" | "max" | "max_by" | "min_by"
+    kind: str  # "count" | "sum" | "min" | "max" | "max_by" | "min_by" | "first" | "last"
     args: tuple[Any, ...]  # JVM expressions over the aggregate's child output (max_by/min_by: value, ordering)
     result_type: T.DataType
     sql: str
-    distinct: bool = False  # count/sum/avg(DISTINCT ...): over the distinct values (a value table keeps them)
+    distinct: bool = False  # count/sum(DISTINCT ...): over the distinct values (a value table keeps them)
     ignore_nulls: bool = True  # first/last: whether rows whose value is NULL are skipped (IGNORE NULLS)
 
     def state_type(self) -> T.DataType:
         """How a sum is kept: a long for integers (a DECIMAL(38) sum cost ~20% of a 10k-group step's update: every
-        value read from a row is a new BigInteger), DECIMAL(38, scale) where the result is a decimal or an average."""
-        if self.kind in ("sum", "avg"):
+        value read from a row is a new BigInteger), DECIMAL(38, scale) where the result is a decimal."""
+        if self.kind == "sum":
             t = spark_type(self.args[0])
-            if isinstance(t, T.DecimalType):
-                return T.DecimalType(38, t.scale)
-            return T.LongType() if self.kind == "sum" else T.DecimalType(38, 0)
+            return T.DecimalType(38, t.scale) if isinstance(t, T.DecimalType) else T.LongType()
         return self.result_type
 
 
@@ -136,12 +134,14 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
                 raise Unsupported("Aggregate", f"{sql}: no incremental form for a DISTINCT {name}")
         if name == "Count":
             kind = "count"
-        elif name in ("Sum", "Average"):
+        elif name in ("Sum", "Average"):  # an avg of integers is a sum and a count by now (.averages)
             arg = spark_type(args[0])
             kind = "sum" if name == "Sum" else "avg"
-            if not isinstance(arg, _INTEGRAL) and not (kind == "sum" and isinstance(arg, T.DecimalType)):
+            if kind == "avg" or not isinstance(arg, (*_INTEGRAL, T.DecimalType)):
+                why = ("floating-point addition is not invertible" if isinstance(arg, (T.FloatType, T.DoubleType))
+                       else "Spark divides it with its own DECIMAL precision rules, not kept here")
                 raise Unsupported("Aggregate", f"{sql}: a {arg.simpleString()} {kind} cannot be updated exactly "
-                                               "(floating-point addition is not invertible)")
+                                               f"({why})")
             args = args[:1]
         elif name in ("Min", "Max"):
             kind = name.lower()
@@ -216,7 +216,6 @@ def state_columns(spec: AggregateSpec) -> list[str]:
     cols = [ROWS]
     for j, a in enumerate(spec.adapters):
         cols += {"count": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"],
-                 "avg": [f"s{j}_s", f"s{j}_n"],
                  "min": [f"s{j}_m"], "max": [f"s{j}_m"],
                  "max_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"], "min_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"],
                  "first": [f"s{j}_n", f"s{j}_v"], "last": [f"s{j}_n", f"s{j}_v"]}[a.kind]
@@ -255,7 +254,7 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
     contributions fold: ±1 to the counts and signed values to the sums (summed), the added value to a min/max
     (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max), and the change of a group's number of
     distinct values (``d<j>``, :func:`distinct_changes`) to a count DISTINCT, and of their sum too (``e<j>``) to a
-    sum/avg DISTINCT (summed). A max_by/min_by contributes its added (ordering, value) pair to ``s<j>_m`` (folded by
+    sum DISTINCT (summed). A max_by/min_by contributes its added (ordering, value) pair to ``s<j>_m`` (folded by
     max/min: the extreme ordering, then the largest/smallest value at it), the pair with its ordering turned around to
     ``s<j>_l`` (folded the other way: the same extreme, the other end of the values at it) and its removed ordering
     to ``x<j>``; its value ``s<j>_v`` is not folded (see :func:`update` and :func:`changes`)."""
@@ -272,7 +271,7 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
             for x in args[1:]:
                 present = present & x.isNotNull()
             found[f"s{j}_n"] = (F.when(present, w).otherwise(0), F.sum)
-        elif a.kind in ("sum", "avg"):
+        elif a.kind == "sum":
             v = args[0].cast(a.state_type())
             found[f"s{j}_s"] = (F.when(w > 0, v).otherwise(-v).cast(a.state_type()), F.sum)
             found[f"s{j}_n"] = (F.when(args[0].isNotNull(), w).otherwise(0), F.sum)
@@ -411,7 +410,7 @@ def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
     for j, a in enumerate(spec.adapters):
         if a.kind == "count":
             cols.append(F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n"))
-        elif a.kind in ("sum", "avg"):
+        elif a.kind == "sum":
             cols += [F.coalesce(F.col(f"s{j}_s"), F.lit(0)).cast(a.state_type()).alias(f"s{j}_s"),
                      F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n")]
         elif a.kind in _BY:
@@ -440,8 +439,6 @@ def final_values(spec: AggregateSpec, prefix: str = "") -> list[Column]:
             v = s(f"s{j}_n")
         elif a.kind == "sum":
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast(a.result_type))
-        elif a.kind == "avg":
-            v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast("double") / s(f"s{j}_n").cast("double"))
         elif a.kind in (*_BY, *_PICKS):
             v = s(f"s{j}_v")
         else:
@@ -507,7 +504,7 @@ def values_after(spec: AggregateSpec, j: int, changed: DataFrame) -> DataFrame:
 
 def distinct_changes(spec: AggregateSpec, j: int, changed: DataFrame) -> DataFrame:
     """Per group, the change of its number of distinct values (``d<j>``): +1 per value whose count left 0, -1 per
-    value whose count fell to 0; for a sum/avg DISTINCT also the change of their sum (``e<j>``: the value, signed
+    value whose count fell to 0; for a sum DISTINCT also the change of their sum (``e<j>``: the value, signed
     the same way). A row of :func:`update`'s changed rows with weight 0 and no arguments."""
     a = spec.adapters[j]
     now = (F.col(COUNT) > 0).cast("long")
