@@ -6,7 +6,7 @@ Each aggregate function keeps what makes its value computable from a change of i
   leaves a long's range, as it fails Spark's own sum), and the count of non-null values; the value is NULL when that
   count is 0;
 - ``sum`` of decimals: the same with an exact DECIMAL(38, scale) sum (floating-point sums are not invertible
-  exactly: full path); an ``avg`` of integers arrives as such a sum and a count (:mod:`.averages`);
+  exactly: full path); an ``avg`` of integers or DECIMALs arrives as such a sum and a count (:mod:`.averages`);
 - ``min`` / ``max``: the current extreme; a removed row at or beyond it makes the group *recomputed* from the inputs'
   history (only the groups it touches) unless a row added in the same change lies beyond every removed one, anything
   else combines old and new extremes;
@@ -134,12 +134,12 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
                 raise Unsupported("Aggregate", f"{sql}: no incremental form for a DISTINCT {name}")
         if name == "Count":
             kind = "count"
-        elif name in ("Sum", "Average"):  # an avg of integers is a sum and a count by now (.averages)
+        elif name in ("Sum", "Average"):  # an avg of integers or DECIMALs is a sum and a count by now (.averages)
             arg = spark_type(args[0])
             kind = "sum" if name == "Sum" else "avg"
             if kind == "avg" or not isinstance(arg, (*_INTEGRAL, T.DecimalType)):
                 why = ("floating-point addition is not invertible" if isinstance(arg, (T.FloatType, T.DoubleType))
-                       else "Spark divides it with its own DECIMAL precision rules, not kept here")
+                       else "no state is kept for it")
                 raise Unsupported("Aggregate", f"{sql}: a {arg.simpleString()} {kind} cannot be updated exactly "
                                                f"({why})")
             args = args[:1]
