@@ -569,10 +569,14 @@ def test_an_average_of_integers_is_their_exact_sum_over_their_count_in_any_order
     ("SELECT k, avg(DISTINCT CAST(x AS DECIMAL(9, 2))) AS a, max(event_time) AS event_time FROM a GROUP BY k",
      "Aggregate"),
     ("SELECT event_time, k, x, avg(CAST(x AS DECIMAL(20, 2))) OVER (PARTITION BY k) AS a FROM a", "Window"),
+    # a running average: a running sum and count (the removals in the history recompute their partitions)
+    ("SELECT event_time, k, x, avg(x) OVER (PARTITION BY k ORDER BY event_time) AS a, "
+     "avg(CAST(x AS DECIMAL(20, 2))) OVER (PARTITION BY k ORDER BY event_time) AS d FROM a", "Window"),
 ])
 def test_a_decimal_average_is_a_sum_and_a_count_that_keep_a_state(spark, tmp_path, query, operator):
     """No state is kept for Spark's average function; a DECIMAL average is written as Spark's own final expression
-    over a sum and a count, which are: the step reads no history, and its slices are the full path's bytes."""
+    over a sum and a count, which are (and so is an integer average, running too): the steps are incremental, and
+    their slices are the full path's bytes."""
     split = [Txn({"a": 3}), Txn({"a": 2}), Txn({"a": 2}), Txn({"a": 2})]
     inc = _run_both(spark, tmp_path, sql(query), FIXED_A, split)
     diags = [r.diagnostics for r in inc.result.responses]
@@ -2057,6 +2061,10 @@ def test_validate_query_explains_each_operator(spark, tmp_path):
     assert "running state per partition (1 key(s)) and its last 8 row(s) (with each row's values as output): " \
            "sum(CAST(a.x AS DECIMAL(20,0))), count(CAST(a.x AS DECIMAL(20,0))), sum(a.x)" in \
            moving.operators[2].detail, moving.operators
+    running_avg = explain("SELECT event_time, k, avg(x) OVER (PARTITION BY k ORDER BY event_time) AS a FROM a")
+    assert running_avg.operators[2].detail.startswith(
+        "running state per partition (1 key(s)): sum(CAST(a.x AS DECIMAL(20,0))), count(CAST(a.x AS DECIMAL(20,0)))"
+    ), running_avg.operators
     fill = explain("SELECT event_time, k, last(x) IGNORE NULLS OVER w AS filled, first(x) OVER w AS x0, "
                    "lag(x) IGNORE NULLS OVER w AS known FROM a WINDOW w AS (PARTITION BY k ORDER BY event_time)")
     # first/last over a RANGE frame pick among tied rows; the lag takes tie-breakers over them in a window of its
