@@ -19,6 +19,8 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
   into two aggregates over an Expand; both keep a state per group).
 * ``bench_latest``: the same with ``max_by``/``min_by`` by event time per group (the latest value, the first
   category).
+* ``bench_average``: the same with ``avg`` of a DECIMAL and of an integer per group (each a sum and a count in the
+  state; a DECIMAL average took the full path before).
 * ``bench_keyed``, ``bench_join``, ``bench_lag``, ``bench_moving``, ``bench_rolling``, ``bench_top``: a running sum
   per key, a lookup join and tumbling windows; a join of two growing inputs; ``lag`` per key and a moving average of 7
   rows per key (the partitions' last rows kept as state); a rolling sum over the last hour per key (a RANGE frame:
@@ -107,6 +109,10 @@ DISTINCT_SETS_SQL = ("select max(event_time) as event_time, id % 10000 as k, cou
 # max_by/min_by by event time (unique per row here): the latest value and the first category of each group
 LATEST_SQL = ("select max(event_time) as event_time, id % 10000 as k, max_by(value, event_time) as last_value, "
               "min_by(category, event_time) as first_category, count(*) as n from src group by id % 10000")
+
+# avg of a DECIMAL (Spark's own final expression over a sum and a count) and of an integer (the exact sum over a count)
+AVERAGE_SQL = ("select max(event_time) as event_time, id % 10000 as k, count(*) as n, "
+               "avg(cast(value as decimal(18, 2))) as mean_value, avg(id) as mean_id from src group by id % 10000")
 
 
 @dataclass(frozen=True)
@@ -559,6 +565,11 @@ def bench_distinct_sets(ctx: Ctx) -> str:
 def bench_latest(ctx: Ctx) -> str:
     return _growth(ctx, LATEST_SQL, "latest", "GROUP BY 10k keys with max_by/min_by by event time",
                    "the 10k groups' state: the extreme event times and the values at them", targets=False)
+
+
+def bench_average(ctx: Ctx) -> str:
+    return _growth(ctx, AVERAGE_SQL, "average", "GROUP BY 10k keys with a DECIMAL avg and an integer avg",
+                   "the 10k groups' state: a sum and a count for each average", targets=False)
 
 
 def _check_by_key(ctx: Ctx, name: str, expected: dict) -> None:
@@ -1245,6 +1256,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_distinct": bench_distinct,
     "bench_distinct_sets": bench_distinct_sets,
     "bench_latest": bench_latest,
+    "bench_average": bench_average,
     "bench_fixed_cost": bench_fixed_cost,
     "bench_keyed": bench_keyed,
     "bench_join": bench_join,
@@ -1268,6 +1280,8 @@ TITLES = {
     "bench_distinct_sets": "Incremental count(DISTINCT) over two column sets: a transaction vs one batch query over "
                            "everything, vs the history",
     "bench_latest": "Incremental max_by/min_by: a transaction vs one batch query over everything, vs the history",
+    "bench_average": "Incremental avg of a DECIMAL and of an integer: a transaction vs one batch query over everything, "
+                     "vs the history",
     "bench_fixed_cost": "Fixed cost of one transaction",
     "bench_keyed": "Incremental window and join queries: a transaction vs one batch query over everything",
     "bench_join": "Incremental join of two growing inputs: a transaction vs one batch query over everything",
