@@ -1280,8 +1280,8 @@ TITLES = {
     "bench_distinct_sets": "Incremental count(DISTINCT) over two column sets: a transaction vs one batch query over "
                            "everything, vs the history",
     "bench_latest": "Incremental max_by/min_by: a transaction vs one batch query over everything, vs the history",
-    "bench_average": "Incremental avg of a DECIMAL and of an integer: a transaction vs one batch query over everything, "
-                     "vs the history",
+    "bench_average": "Incremental avg of a DECIMAL and of an integer: a transaction vs one batch query over "
+                     "everything, vs the history",
     "bench_fixed_cost": "Fixed cost of one transaction",
     "bench_keyed": "Incremental window and join queries: a transaction vs one batch query over everything",
     "bench_join": "Incremental join of two growing inputs: a transaction vs one batch query over everything",
