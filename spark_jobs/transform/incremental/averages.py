@@ -126,8 +126,8 @@ def _window(cat: Catalyst, node: Any, child: Any) -> Any:
         if fn is None or cat.cls(fn) != "AggregateExpression" or not rewritten(cat, fn):
             kept.append(e)
             continue
-        window = cat.jclass(f"{_EXPRESSIONS}.WindowExpression")
-        total, count = (cat.alias(window(part, we.windowSpec()), name)
+        over = cat.jclass(f"{_EXPRESSIONS}.WindowExpression")
+        total, count = (cat.alias(over(part, we.windowSpec()), name)
                         for part, name in zip(_parts(cat, fn), (SUM, COUNT)))
         kept += [total, count]
         averages[e.exprId().id()] = cat.alias(_final(cat, fn, total.toAttribute(), count.toAttribute()), e.name(),
@@ -150,9 +150,9 @@ def exact(cat: Catalyst, plan: Any) -> Any:
         return _window(cat, plan, new[0])
     if name == "Aggregate":
         exprs = cat.items(plan.aggregateExpressions())
-        rewritten = [_expression(cat, e) for e in exprs]
-        if any(r is not e for r, e in zip(rewritten, exprs)):
-            return plan.copy(plan.groupingExpressions(), cat.seq(rewritten), new[0], plan.hint())
+        divided = [_expression(cat, e) for e in exprs]
+        if any(d is not e for d, e in zip(divided, exprs)):
+            return plan.copy(plan.groupingExpressions(), cat.seq(divided), new[0], plan.hint())
     if all(n is k for n, k in zip(new, kids)):
         return plan
     return cat.with_children(plan, new)

@@ -1,6 +1,6 @@
 """The plan every evaluation of a stateful query runs: its incremental plan, the full path's output, a rebuild and
 every recomputation from the history. Spark leaves some values to the order it reads rows in; here they get one:
-integer averages become an exact sum over a count (:mod:`.averages`), then windows that tell rows tied in their
+averages of integers and DECIMALs become a sum and a count (:mod:`.averages`), then windows that tell rows tied in their
 ORDER BY apart get tie-breakers (:mod:`.ties`)."""
 from __future__ import annotations
 

@@ -376,4 +376,3 @@ def ordered(cat: Catalyst, plan: Any) -> Any:
     """``plan`` with tie-breakers appended to the ORDER BY of each window by key that tells tied rows apart."""
     pattern = cat.static("org.apache.spark.sql.catalyst.trees.TreePattern", "WINDOW")()
     return _rewritten(cat, plan, pattern)
-
