@@ -563,6 +563,7 @@ def test_an_average_of_integers_is_their_exact_sum_over_their_count_in_any_order
     got = sorted({(dict(zip(names, r))["k"], dict(zip(names, r))["a"]) for r in live.elements()})
     assert got == sorted(exact.items()), (got, exact)
 
+
 @pytest.mark.parametrize("query, operator", [
     ("SELECT k, avg(CAST(x AS DECIMAL(20, 2))) AS a, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate"),
     # (Spark's optimiser averages a DECIMAL of up to 11 digits as its unscaled longs: an integer average)
@@ -582,6 +583,7 @@ def test_a_decimal_average_is_a_sum_and_a_count_that_keep_a_state(spark, tmp_pat
     diags = [r.diagnostics for r in inc.result.responses]
     assert [d["path"] for d in diags[1:]] == ["incremental"] * 3, [d.get("reason") for d in diags]
     assert (operator, "incremental") in diags[-1]["operators"], diags[-1]["operators"]
+
 
 FLOATS = pa.schema([pa.field("k", pa.string()), pa.field("x", pa.float64())])
 
