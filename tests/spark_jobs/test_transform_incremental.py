@@ -494,6 +494,18 @@ def test_count_distinct_counts_each_value_and_reads_no_history(spark, tmp_path):
           for t in inc.result.slices]
     assert sd == [{"p": (3, 3.0), "q": (6, 3.0)}, {"p": (7, 3.5)}, {"p": (4, 4.0)}, {"q": (8, 8 / 3)}], sd
     assert reduce_output(inc.result.rows()) == batch_reference(spark, sums, inc.inputs)
+    # functions over the same values read one value table: count and sum DISTINCT of x share one, and the sum and
+    # count an avg(DISTINCT x) is made of (over x as a DECIMAL) another; the states are unchanged by the sharing
+    both = sql("SELECT k, count(DISTINCT x) AS nd, sum(DISTINCT x) AS sd, avg(DISTINCT x) AS ad, "
+               "max(event_time) AS event_time FROM a GROUP BY k")
+    inc = _run(spark, tmp_path / "both", both, [InputSpec("a", DATA, history)], split)
+    _, tables = checkpoint_tables(inc.checkpoint)
+    assert len([n for n in tables if "/values" in n]) == 2, sorted(tables)  # (four DISTINCT functions)
+    # group states (p, q) plus the (group, value) counts of each table, as the count DISTINCT's alone above
+    assert [r.diagnostics["stateRows"] for r in inc.result.responses] == [2 + 3 * 2, 2 + 3 * 2, 2 + 4 * 2, 2 + 3 * 2,
+                                                                          2 + 4 * 2]
+    assert all(r.diagnostics.get("history") is None for r in inc.result.responses[1:])
+    assert reduce_output(inc.result.rows()) == batch_reference(spark, both, inc.inputs)
 
 
 def test_tied_extremes_recompute_the_group(spark, tmp_path):

@@ -73,7 +73,7 @@ def state_tables(op: Op) -> list[tuple[str, str, list[str]]]:
         found.append((reissued.table(op.id), reissued.table(op_table(op)), op.spec.keys))
     if op.kind == "aggregate":
         found += [(values_table(op.id, j), values_table(op_table(op), j), op.spec.keys)
-                  for j in aggregate.distinct_adapters(op.spec)]
+                  for j in aggregate.value_tables(op.spec)]
     return found
 
 
@@ -259,7 +259,7 @@ def initial_states(step: Step, op: Op, below: Mapping[str, DataFrame]) -> dict[s
                                                            reissued.reissuable(step.cat, op, below))
         return {op.id: running.initial(step.cat, op.spec, rows), **tail}
     rows = _rows(step, op, step.replay(op.spec.child).withColumn(WEIGHT, F.lit(1).cast("long")))
-    values = aggregate.distinct_adapters(op.spec)
+    values = aggregate.value_tables(op.spec)
     if values:  # read and projected once for the group states and each value table
         rows, _ = step.keep(rows)
     states = aggregate.initial(op.spec, aggregate.changes(op.spec, rows))
@@ -298,14 +298,14 @@ def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], chan
     distinct = aggregate.distinct_adapters(spec)
     if distinct:  # each count DISTINCT: its value table first, then the change of each group's number of values
         rows, _ = step.keep(rows)
-        deltas = []
-        for j in distinct:
+        counted_by: dict[int, DataFrame] = {}
+        for j in aggregate.value_tables(spec):
             name = values_table(op.id, j)
-            counted, _ = step.keep(aggregate.value_changes(spec, j, old_tables[name], rows))
+            counted_by[j], _ = step.keep(aggregate.value_changes(spec, j, old_tables[name], rows))
             # a closed window's counts leave with its group; a revived group's (counted from the changed rows only)
             # leave at once: its state is recomputed from the history and leaves too
-            tables[name] = _open(spec, aggregate.values_after(spec, j, counted), step.evict, aggregate.COUNT)
-            deltas.append(aggregate.distinct_changes(spec, j, counted))
+            tables[name] = _open(spec, aggregate.values_after(spec, j, counted_by[j]), step.evict, aggregate.COUNT)
+        deltas = [aggregate.distinct_changes(spec, j, counted_by[aggregate.value_table(spec, j)]) for j in distinct]
         for d in deltas:
             rows = rows.unionByName(d, allowMissingColumns=True)
     # a group left without rows is gone, unless it is a global aggregate's one group (then it is recomputed too)

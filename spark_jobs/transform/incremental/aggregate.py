@@ -89,6 +89,7 @@ class AggregateSpec:
     results: tuple[Any, ...]  # the node's output expressions (aliases removed)
     child: Any
     window: int | None = None  # the grouping key that is an event-time window (struct<start, end: timestamp>)
+    tables: tuple[int, ...] = ()  # per function, the DISTINCT function whose value table it reads (:func:`value_table`)
 
     @property
     def keys(self) -> list[str]:
@@ -164,7 +165,20 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
         adapters.append(Adapter(kind, args, result, sql, distinct, ignore_nulls))
     return AggregateSpec(keys, tuple(g.toAttribute() for g in grouping),
                          tuple(adapters), tuple(ae.resultAttribute() for ae in aggs),
-                         tuple(_unalias(cat, r) for r in results), child, windows[0] if windows else None)
+                         tuple(_unalias(cat, r) for r in results), child, windows[0] if windows else None,
+                         _shared_tables(adapters))
+
+
+def _shared_tables(adapters: Sequence[Adapter]) -> tuple[int, ...]:
+    """Per function, the first DISTINCT function with the same arguments (itself when none is before it): the
+    functions of an ``avg(DISTINCT x)`` (a sum and a count), or ``count(DISTINCT x)`` beside ``sum(DISTINCT x)``,
+    count the same values, so they read one value table."""
+    found: list[int] = []
+    for j, a in enumerate(adapters):
+        same = (i for i in range(j) if adapters[i].distinct and a.distinct and len(adapters[i].args) == len(a.args)
+                and all(x.semanticEquals(y) for x, y in zip(adapters[i].args, a.args)))
+        found.append(next(same, j))
+    return tuple(found)
 
 
 def _is_window(t: T.DataType) -> bool:
@@ -463,8 +477,19 @@ COUNT = "__odf_c"  # a value table's row count of one (group, value)
 
 
 def distinct_adapters(spec: AggregateSpec) -> list[int]:
-    """The positions of the DISTINCT functions: each keeps a value table next to the group states."""
+    """The positions of the DISTINCT functions: each reads a value table next to the group states."""
     return [j for j, a in enumerate(spec.adapters) if a.distinct]
+
+
+def value_tables(spec: AggregateSpec) -> list[int]:
+    """The DISTINCT functions that keep a value table (the others read one of these: :func:`value_table`)."""
+    return [j for j in distinct_adapters(spec) if value_table(spec, j) == j]
+
+
+def value_table(spec: AggregateSpec, j: int) -> int:
+    """The function whose value table the DISTINCT function ``j`` reads (``j`` itself, or one before it with the
+    same arguments)."""
+    return spec.tables[j] if spec.tables else j
 
 
 def value_columns(spec: AggregateSpec, j: int) -> list[str]:
@@ -505,12 +530,13 @@ def values_after(spec: AggregateSpec, j: int, changed: DataFrame) -> DataFrame:
 def distinct_changes(spec: AggregateSpec, j: int, changed: DataFrame) -> DataFrame:
     """Per group, the change of its number of distinct values (``d<j>``): +1 per value whose count left 0, -1 per
     value whose count fell to 0; for a sum DISTINCT also the change of their sum (``e<j>``: the value, signed
-    the same way). A row of :func:`update`'s changed rows with weight 0 and no arguments."""
+    the same way). A row of :func:`update`'s changed rows with weight 0 and no arguments. ``changed``: the
+    :func:`value_changes` of the value table ``j`` reads (:func:`value_table`)."""
     a = spec.adapters[j]
+    value = F.col(f"a{value_table(spec, j)}_0").cast(a.state_type())
     now = (F.col(COUNT) > 0).cast("long")
     was = (F.coalesce(F.col(f"o_{COUNT}"), F.lit(0)) > 0).cast("long")
     sums = [] if a.kind == "count" else [
-        F.sum(F.when(now > was, F.col(f"a{j}_0").cast(a.state_type()))
-              .otherwise(-F.col(f"a{j}_0").cast(a.state_type()))).cast(a.state_type()).alias(f"e{j}")]
+        F.sum(F.when(now > was, value).otherwise(-value)).cast(a.state_type()).alias(f"e{j}")]
     return (changed.where(F.col(TOUCHED) & (now != was)).groupBy(*[F.col(k) for k in spec.keys])
             .agg(F.sum(now - was).alias(f"d{j}"), *sums).withColumn(WEIGHT, F.lit(0).cast("long")))
