@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, Union
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pyarrow.types as pt
 
 from odf_core.hashing.arrow_types import encode_type, logical_value_type, u64
 from odf_core.hashing.arrow_values import executor, feed_column
 from odf_core.hashing.errors import HashingError, SchemaMismatchError, UnsupportedTypeError
-from odf_core.hashing.sources import DataSource, describe, is_url, open_binary, open_parquet
+from odf_core.hashing.sources import DataSource, ParquetReader, describe, is_url, open_binary, open_parquet
 from odf_core.identity.multihash import ARROW0_SHA3_256, Multihash
 
 # Rows per batch read from Parquet: memory stays bounded by one batch whatever the file size.
@@ -175,7 +174,7 @@ def logical_hash_file(source: DataSource, *, batch_rows: int = FILE_BATCH_ROWS, 
         raise HashingError(f"cannot read Parquet file {name}: {e}") from e
 
 
-def _hash_parquet(pf: pq.ParquetFile, batch_rows: int, parallel: bool) -> Multihash:
+def _hash_parquet(pf: ParquetReader, batch_rows: int, parallel: bool) -> Multihash:
     digest = RecordsDigest(pf.schema_arrow, parallel=parallel)
     for batch in pf.iter_batches(batch_size=batch_rows):
         digest.update(batch)

@@ -1,9 +1,11 @@
 """Logical hash of Parquet files: streamed batch by batch, equal to the hash of the records as a table."""
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import tempfile
+import threading
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from odf_core.hashing import HashingError, UnsupportedTypeError, logical_hash_file, logical_hash_table
+from odf_core.hashing.sources import open_parquet
 from tests.odf_core.hashing.test_hashing_logical import ref_logical_hash, tables
 
 
@@ -73,6 +76,43 @@ def test_every_source_kind(tmp_path: Path) -> None:
     assert logical_hash_file((fsspec.filesystem("file"), str(path))) == expected
     with open(path, "rb") as f:
         assert logical_hash_file(f) == expected
+
+
+class ThreadRecordingFile(io.BytesIO):
+    """An in-memory stream that records which threads read it."""
+
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.threads: set[int] = set()
+
+    def read(self, *args):
+        self.threads.add(threading.get_ident())
+        return super().read(*args)
+
+    def readinto(self, *args):
+        self.threads.add(threading.get_ident())
+        return super().readinto(*args)
+
+    def seek(self, *args):
+        self.threads.add(threading.get_ident())
+        return super().seek(*args)
+
+
+def test_a_stream_is_read_on_the_calling_thread_only(tmp_path: Path) -> None:
+    """A stream (an object on S3) is never read by Arrow's worker threads: a worker that holds Python buffers when
+    the interpreter exits aborts the process after its work is done (see ``ParquetReader``)."""
+    path = tmp_path / "slice.parquet"
+    table = odf_slice(20_000)
+    pq.write_table(table, path, row_group_size=3_000)
+    data = path.read_bytes()
+    f = ThreadRecordingFile(data)
+    assert logical_hash_file(f) == logical_hash_table(table)
+    f2 = ThreadRecordingFile(data)
+    with open_parquet(f2) as pf:
+        assert pf.read(columns=["offset", "city", "geo"]).num_rows == 20_000
+    assert f.threads == f2.threads == {threading.get_ident()}
+    with open_parquet(path) as pf:
+        assert pf.threads, "a local file is decoded on Arrow's worker threads"
 
 
 @pytest.fixture(scope="module")
