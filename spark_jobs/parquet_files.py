@@ -83,6 +83,29 @@ def spark_schema_json(file: str) -> dict[str, Any] | None:
         return None
 
 
+def footer_schema(spark: SparkSession, file: str) -> StructType:
+    """The schema ``spark.read.parquet(file).schema`` infers, from the file's footer read on the driver.
+
+    Spark's inference runs a job to read footers (~100 ms on a warm session), and the coordinator writes each input's
+    schema file anew for every step: that job was a part of every transform's fixed cost. This calls the same
+    functions the job's task calls (the footer's Spark schema if it records one, else Spark's conversion of the
+    Parquet schema under the session's settings) and the checks a read makes, then makes every field nullable, as a
+    file source does."""
+    jvm = spark._jvm
+    state = spark._jsparkSession.sessionState()
+    parquet = jvm.org.apache.spark.sql.execution.datasources.parquet
+    path = jvm.org.apache.hadoop.fs.Path(jvm.java.io.File(file).toURI())  # a local file, whatever fs.defaultFS is
+    stream = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, state.newHadoopConf())
+    meta = parquet.ParquetFooterReader.readFooter(
+        stream, jvm.org.apache.parquet.format.converter.ParquetMetadataConverter.NO_FILTER)
+    converter = parquet.ParquetToSparkSchemaConverter(state.conf())
+    found = parquet.ParquetFileFormat.readSchemaFromFooter(jvm.org.apache.parquet.hadoop.Footer(path, meta), converter)
+    # the checks a read makes of the schema (types the session does not enable, such as TIME, fail here as there)
+    jvm.org.apache.spark.sql.catalyst.util.TypeUtils.failUnsupportedDataType(found, state.conf())
+    jvm.org.apache.spark.sql.execution.datasources.DataSourceUtils.verifySchema(parquet.ParquetFileFormat(), found, True)
+    return StructType.fromJson(json.loads(found.asNullable().json()))
+
+
 def load_parquet(spark: SparkSession, path: str, sample_file: str | None = None) -> DataFrame:
     """``spark.read.parquet`` minus the schema-inference job when the file records its Spark schema (ours do)."""
     schema = spark_schema_json(sample_file or path)

@@ -16,8 +16,8 @@ from pyspark.sql import types as T
 from odf_core.metadata import DatasetVocabulary, Timestamp, TransformRequestInput
 from spark_jobs.columns import col
 from spark_jobs.errors import EngineFailure, InvalidQuery, user_message
-from spark_jobs.parquet_files import (ColumnStats, column_max, column_range, column_stats, footer_fact, local_path,
-                                      remember_fact, spark_schema_json)
+from spark_jobs.parquet_files import (ColumnStats, column_max, column_range, column_stats, footer_fact, footer_schema,
+                                      local_path, remember_fact, spark_schema_json)
 from spark_jobs.transform.catalyst import INPUT_MARKER
 
 OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
@@ -66,10 +66,10 @@ def marked_schema(schema: T.StructType, vocab: DatasetVocabulary, index: int, wh
 
 
 def file_schema(session: SparkSession, path: str) -> T.StructType:
-    """Schema of one parquet file (with field metadata), once per file version: inference runs a job."""
+    """Schema of one parquet file (with field metadata), once per file version, with no Spark job."""
     def compute(file: str) -> T.StructType:
-        found = spark_schema_json(file)  # files Spark wrote record their schema: no inference job
-        return T.StructType.fromJson(found) if found else session.read.parquet(path).schema
+        found = spark_schema_json(file)  # files Spark wrote record their schema
+        return T.StructType.fromJson(found) if found else footer_schema(session, file)
 
     return footer_fact(path, "schema", compute)
 

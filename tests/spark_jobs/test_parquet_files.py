@@ -1,17 +1,22 @@
-"""One-file parquet writes with Spark (spark_jobs.parquet_files) and what may run beside them."""
+"""One-file parquet writes with Spark (spark_jobs.parquet_files) and what may run beside them; a file's schema as
+Spark infers it, with no job."""
 from __future__ import annotations
 
 import threading
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from spark_jobs.parquet_files import SHARED_WRITER_SETTINGS, write_single_parquet
+from spark_jobs.parquet_files import SHARED_WRITER_SETTINGS, footer_schema, write_single_parquet
 from spark_jobs.session import side_by_side
 from spark_jobs.transform.incremental import state as state_files
 from spark_jobs.transform.incremental.state import StateWriter
+from tests.odf_core.hashing.test_hashing_logical import column_types
 
 pytestmark = pytest.mark.spark
 
@@ -65,3 +70,42 @@ def test_a_setting_every_writer_in_the_jvm_would_share_is_refused(spark, tmp_pat
     with pytest.raises(ValueError, match=f"parquet settings \\['{key}'\\] would reach writers running beside"):
         write_single_parquet(spark.range(3), str(tmp_path / "x.parquet"), options={key: "false"})
     assert not list(tmp_path.iterdir())
+
+
+@st.composite
+def schema_files(draw: st.DrawFn) -> pa.Schema:
+    """Schemas of every type the hashing tests draw (some Spark cannot read), with required and optional fields."""
+    types = draw(st.lists(column_types, min_size=1, max_size=4))
+    return pa.schema([pa.field(f"c{i}", t, nullable=draw(st.booleans())) for i, t in enumerate(types)])
+
+
+def _jobs(spark) -> int:
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(schema=schema_files())
+def test_a_files_schema_is_the_one_spark_infers_without_a_job(spark, tmp_path_factory, schema):
+    """The schema an input's schema file (written by the coordinator with pyarrow) is read with: Spark's own
+    inference's, read from the footer on the driver, with no Spark job; a file Spark cannot read fails both ways."""
+    path = str(tmp_path_factory.mktemp("schema") / "schema.parquet")
+    pq.write_table(schema.empty_table(), path)
+    try:
+        inferred = spark.read.parquet(path).schema
+    except Exception:  # noqa: BLE001 (a type Spark does not read)
+        inferred = None
+    jobs = _jobs(spark)
+    if inferred is None:
+        with pytest.raises(Exception):
+            footer_schema(spark, path)
+        return
+    assert footer_schema(spark, path).jsonValue() == inferred.jsonValue()
+    assert _jobs(spark) == jobs
+
+
+def test_a_schema_spark_recorded_is_read_back_as_it_wrote_it(spark, tmp_path):
+    df = spark.sql("SELECT 1 AS i, 'a' AS s, CAST(1 AS DECIMAL(20, 3)) AS d, TIMESTAMP_NTZ'2024-01-01 00:00:00' AS t, "
+                   "array(named_struct('x', 1.5D)) AS l")
+    df.coalesce(1).write.parquet(str(tmp_path / "out"))
+    (part,) = list((tmp_path / "out").glob("part-*.parquet"))
+    assert footer_schema(spark, str(part)).jsonValue() == spark.read.parquet(str(part)).schema.jsonValue()
