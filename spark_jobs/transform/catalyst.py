@@ -52,9 +52,15 @@ class Catalyst:
         return _REFS[key]
 
     def seq(self, values: Sequence[Any]) -> Any:
-        """A Scala ``List`` of ``values``; the empty one is ``Nil`` (no round trip: an Alias takes two of them)."""
+        """A Scala ``List`` of ``values``; the empty one is ``Nil`` (no round trip: an Alias takes two of them). A few
+        values are consed onto ``Nil`` (a round trip each; through a Java list it takes three more)."""
         if not values:
             return self.scala_object("scala.collection.immutable.Nil")
+        if len(values) <= 3:
+            out = self.scala_object("scala.collection.immutable.Nil")
+            for v in reversed(values):
+                out = getattr(out, "$colon$colon")(v)
+            return out
         lst = self.jclass("java.util.ArrayList")()
         for v in values:
             lst.add(v)

@@ -1962,10 +1962,12 @@ def test_a_changed_query_rebuilds_the_state(spark, tmp_path):
     ("SELECT event_time, k, sum(x) OVER (ORDER BY event_time) AS run FROM a", "Window", "without PARTITION BY"),
     ("SELECT stddev(DISTINCT x) AS n, max(event_time) AS event_time FROM a", "Aggregate",
      "no incremental form for a DISTINCT StddevSamp"),
-    ("SELECT sum(CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a", "Aggregate", "floating-point"),
-    ("SELECT k, sum(CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate",
-     "sum(CAST(a.x AS DOUBLE)) (a sum or an average of DECIMALs keeps a state): its value depends on the "
-     "order"),
+    # (without DISTINCT, a floating-point sum is exact and keeps a state: tests/spark_jobs/test_transform_exact_sums.py)
+    ("SELECT sum(DISTINCT CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a", "Aggregate",
+     "floating-point"),
+    ("SELECT k, sum(DISTINCT CAST(x AS DOUBLE)) AS s, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate",
+     "sum(DISTINCT CAST(a.x AS DOUBLE)) (exact: a sum or an average of DECIMALs, or one of floating-point values in a "
+     "GROUP BY without DISTINCT): its value depends on the order"),
     ("SELECT k, stddev(x) AS sd, max(event_time) AS event_time FROM a GROUP BY k", "Aggregate",
      "stddev(CAST(a.x AS DOUBLE))"),
     ("SELECT event_time, k, x, sum(CAST(x AS DOUBLE)) OVER (PARTITION BY k) AS s FROM a", "Window",

@@ -29,7 +29,8 @@ from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.checkpoint import stateful_meta
 from spark_jobs.transform.incremental import aggregate, key_ranges, keyed, reissued, running, top
 from spark_jobs.transform.incremental.delta import Delta, cancel, weighted
-from spark_jobs.transform.incremental.frames import WEIGHT, as_frame, empty, evaluate, expand, project, spark_type
+from spark_jobs.transform.incremental.frames import (WEIGHT, as_frame, empty, evaluate, expand, node_at, project, splice,
+                                                    spark_type)
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
 from spark_jobs.transform.incremental.sizing import StepSizing
 from spark_jobs.transform.incremental.state import StateStore, StateWriter, same_keys
@@ -373,7 +374,7 @@ def group_pairs(step: Step, op: Op, touched: DataFrame) -> DataFrame:
     flags = [BEFORE, AFTER]
     frame = touched.select(*[F.col(k) for k in spec.keys], *aggregate.final_values(spec),
                            *[F.col(k).alias(o) for k, o in zip(spec.keys, old_keys)],
-                           *[v.alias(o) for v, o in zip(aggregate.final_values(spec, "o_"), old_values)],
+                           *[v.alias(o) for v, o in zip(aggregate.final_values(spec, "o_"), old_values, strict=True)],
                            ((F.col(aggregate.PRESENT) == 1) & aggregate.alive(spec, "o_")).alias(BEFORE),
                            aggregate.alive(spec).alias(AFTER))
     after = project(step.cat, frame, attrs, results, keep=[*old_keys, *old_values, *flags])
@@ -391,8 +392,10 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
     changes: dict[str, Delta] = {}
     states: dict[str, DataFrame] = {}
     pairs = None
+    below_top = _under_projections(step.cat, step.plan.root)
     for op in step.plan.ops:  # children first
-        top_node = op.id == "root"  # the plan's top node itself (an operator's id is its path)
+        # the plan's top node itself (an operator's id is its path), or the one operator under projections only
+        top_node = op.id == "root" or (below_top is not None and op is below_top[0])
         if op.kind == keyed.KIND:
             change = keyed.step(step, op, changes)
         elif op.kind == top.KIND:
@@ -415,10 +418,54 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
             states.update(tables)
             pairs = found if top_node else pairs
         changes[op.id] = change if top_node else step.passed_up(change)
+    if pairs is not None and below_top is not None:  # each group's two rows through the projections above it
+        op, path = below_top
+        pairs = _pairs_through(step.cat, step.plan.root.node, path, pairs, step.cat.items(op.node.output()))
     out = segment_change(step, step.plan.root, changes)
     if len(out.pos.columns) - (1 if "__odf_n" in out.pos.columns else 0) != len(out_columns):
         raise AssertionError("the incremental plan's output does not match the query's columns")
     return out, states, pairs
+
+
+def _under_projections(cat: Catalyst, root: Segment) -> tuple[Op, Path] | None:
+    """The aggregate whose rows the query's top projections map one to one to output rows (a top aggregate under the
+    projection that computes its exact sums, :mod:`.exact_sums`), with its path: its change is the top node's (not
+    netted and kept for an operator above) and its groups' old and new rows pair as a top aggregate's do. None when
+    the top node is the operator itself or anything but projections lies above it."""
+    if len(root.frontiers) != 1 or root.frontiers[0].kind != "op" or not root.frontiers[0].path:
+        return None
+    frontier = root.frontiers[0]
+    if frontier.op is None or frontier.op.kind != "aggregate":  # (only an aggregate pairs its groups' rows)
+        return None
+    node = root.node
+    for i in frontier.path:
+        if cat.cls(node) != "Project":
+            return None
+        node = node.children().apply(i)
+    return frontier.op, frontier.path  # type: ignore[return-value]
+
+
+def _pairs_through(cat: Catalyst, top_node: Any, path: Path, pairs: DataFrame, attrs: Sequence[Any]) -> DataFrame:
+    """:func:`group_pairs` of the operator at ``path`` (its output ``attrs``) as the rows the projections above it
+    make of them: each side evaluated by the projections, the other side passed through them."""
+    width = len(attrs)
+    chain = [node_at(cat, top_node, path[:i]) for i in range(len(path))]  # top .. the operator's parent
+    flags = [BEFORE, AFTER]
+
+    def side(df: DataFrame, mine: str, other: str, n_other: int) -> DataFrame:
+        keep = [f"{other}{i}" for i in range(n_other)] + flags
+        plan = splice(cat, df.select(*[F.col(f"{mine}{i}") for i in range(width)], *keep), attrs, keep)
+        passed = cat.items(plan.output())[width:]
+        for n in reversed(chain):
+            plan = cat.project(cat.items(n.projectList()) + passed, plan)
+        out = cat.dataframe(plan)
+        n_out = len(out.columns) - len(keep)
+        return out.toDF(*[f"{mine}{i}" for i in range(n_out)], *keep)
+
+    after = side(pairs, "a", "b", width)
+    n_out = len(after.columns) - width - len(flags)
+    return side(after, "b", "a", n_out).select(*[F.col(f"b{i}") for i in range(n_out)],
+                                               *[F.col(f"a{i}") for i in range(n_out)], *[F.col(c) for c in flags])
 
 
 def counted_change(top: Delta, out_columns: Sequence[str], names: Sequence[str], types: Mapping[str, T.DataType]

@@ -5,8 +5,11 @@ Each aggregate function keeps what makes its value computable from a change of i
 - ``sum`` of integers: the sum as a long, the type of its result (ANSI arithmetic fails a step whose running total
   leaves a long's range, as it fails Spark's own sum), and the count of non-null values; the value is NULL when that
   count is 0;
-- ``sum`` of decimals: the same with an exact DECIMAL(38, scale) sum (floating-point sums are not invertible
-  exactly: full path); an ``avg`` of integers or DECIMALs arrives as such a sum and a count (:mod:`.averages`);
+- ``sum`` of decimals: the same with an exact DECIMAL(38, scale) sum; an ``avg`` of integers or DECIMALs arrives as
+  such a sum and a count (:mod:`.averages`);
+- a ``sum``/``avg`` of floating-point values arrives as an exact sum (:mod:`.exact_sums`): its position sums and
+  counts, kept in one struct column (kind ``exact``) whose integers are updated as sums, with the bytes of the exact
+  number they make, computed once per changed group;
 - ``min`` / ``max``: the current extreme; a removed row at or beyond it makes the group *recomputed* from the inputs'
   history (only the groups it touches) unless a row added in the same change lies beyond every removed one, anything
   else combines old and new extremes;
@@ -45,6 +48,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental import exact_sums
 from spark_jobs.transform.incremental.frames import WEIGHT, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
 from spark_jobs.transform.inputs import orderable
@@ -64,7 +68,7 @@ _PICKS = ("first", "last")  # Spark's pick of one row's value: known from the st
 class Adapter:
     """One aggregate function: which state it keeps (``kind``), its argument expressions, its result type."""
 
-    kind: str  # "count" | "sum" | "min" | "max" | "max_by" | "min_by" | "first" | "last"
+    kind: str  # "count" | "sum" | "min" | "max" | "max_by" | "min_by" | "first" | "last" | "exact"
     args: tuple[Any, ...]  # JVM expressions over the aggregate's child output (max_by/min_by: value, ordering)
     result_type: T.DataType
     sql: str
@@ -85,7 +89,7 @@ class AggregateSpec:
     grouping: tuple[Any, ...]  # grouping expressions over the child output (aliases removed)
     key_attrs: tuple[Any, ...]  # the grouping attributes the result expressions refer to
     adapters: tuple[Adapter, ...]
-    result_attrs: tuple[Any, ...]  # each aggregate expression's result attribute
+    result_attrs: tuple[Any, ...]  # each function's result attribute (an exact sum: its array's)
     results: tuple[Any, ...]  # the node's output expressions (aliases removed)
     child: Any
     window: int | None = None  # the grouping key that is an event-time window (struct<start, end: timestamp>)
@@ -116,7 +120,22 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
     keys = tuple(_unalias(cat, g) for g in grouping)
     windows = [i for i, g in enumerate(keys) if _is_window(spark_type(g))]
     adapters = []
+    result_attrs = []
+    summed: set[int] = set()
+    arrays: set[int] = set()
+    for r in results:  # an exact sum's integer sums: one function, one state column (its array)
+        slot = exact_sums.state_of(cat, r)
+        if slot is None:
+            continue
+        adapters.append(Adapter("exact", exact_sums.arguments(cat, child, slot), spark_type(r),
+                                exact_sums.label(cat, child, slot)))
+        result_attrs.append(r.toAttribute())
+        arrays.add(r.exprId().id())
+        summed.update(exact_sums.sum_ids(cat, r))
     for ae in aggs:
+        if ae.resultId().id() in summed:
+            continue
+        result_attrs.append(ae.resultAttribute())
         fn = ae.aggregateFunction()
         name = cat.cls(fn)
         sql = str(ae.sql())
@@ -163,10 +182,10 @@ def analyze(cat: Catalyst, node: Any) -> AggregateSpec:
         else:
             raise Unsupported("Aggregate", f"{sql}: no incremental form for {name}")
         adapters.append(Adapter(kind, args, result, sql, distinct, ignore_nulls))
-    return AggregateSpec(keys, tuple(g.toAttribute() for g in grouping),
-                         tuple(adapters), tuple(ae.resultAttribute() for ae in aggs),
-                         tuple(_unalias(cat, r) for r in results), child, windows[0] if windows else None,
-                         _shared_tables(adapters))
+    # an exact sum's array is its state's value, read from the state rather than computed from its sums
+    return AggregateSpec(keys, tuple(g.toAttribute() for g in grouping), tuple(adapters), tuple(result_attrs),
+                         tuple(r.toAttribute() if r.exprId().id() in arrays else _unalias(cat, r) for r in results),
+                         child, windows[0] if windows else None, _shared_tables(adapters))
 
 
 def _shared_tables(adapters: Sequence[Adapter]) -> tuple[int, ...]:
@@ -232,7 +251,7 @@ def state_columns(spec: AggregateSpec) -> list[str]:
         cols += {"count": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"],
                  "min": [f"s{j}_m"], "max": [f"s{j}_m"],
                  "max_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"], "min_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"],
-                 "first": [f"s{j}_n", f"s{j}_v"], "last": [f"s{j}_n", f"s{j}_v"]}[a.kind]
+                 "first": [f"s{j}_n", f"s{j}_v"], "last": [f"s{j}_n", f"s{j}_v"], "exact": [f"s{j}_a"]}[a.kind]
     return cols
 
 
@@ -275,6 +294,8 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
     w = F.col(WEIGHT)
     found: dict[str, tuple[Column, Callable[[Column], Column]]] = {ROWS: (w, F.sum)}
     for j, a in enumerate(spec.adapters):
+        if a.kind == "none":  # (:func:`_without`)
+            continue
         args = [F.col(f"a{j}_{m}") for m in range(len(a.args))]
         if a.distinct:
             found[f"s{j}_n"] = (F.coalesce(F.col(f"d{j}"), F.lit(0)).cast("long"), F.sum)
@@ -289,6 +310,8 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
             v = args[0].cast(a.state_type())
             found[f"s{j}_s"] = (F.when(w > 0, v).otherwise(-v).cast(a.state_type()), F.sum)
             found[f"s{j}_n"] = (F.when(args[0].isNotNull(), w).otherwise(0), F.sum)
+        elif a.kind == "exact":
+            found.update({name: (F.expr(e), F.sum) for name, e in _exact_changes(j).items()})
         elif a.kind in _PICKS:
             value = args[0]
             counted = value.isNotNull() if a.ignore_nulls else F.lit(True)
@@ -310,6 +333,47 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
             found[f"s{j}_m"] = (F.when(w > 0, args[0]), pick)
             found[f"x{j}"] = (F.when(w < 0, args[0]), pick)
     return found
+
+
+def _without(spec: AggregateSpec, skipped: Sequence[int]) -> AggregateSpec:
+    """``spec`` with the functions at ``skipped`` counting nothing (their contributions are built elsewhere)."""
+    if not skipped:
+        return spec
+    from dataclasses import replace
+
+    return replace(spec, adapters=tuple(replace(a, kind="none") if j in skipped else a
+                                        for j, a in enumerate(spec.adapters)))
+
+
+def _exact_parts(j: int) -> list[str]:
+    """The integer sums of exact sum ``j``'s state, one column each while a change is folded (``e<j>_<i>``)."""
+    return [f"e{j}_{i}" for i in range(exact_sums.WIDTH)]
+
+
+def _exact_changes(j: int) -> dict[str, str]:
+    """What one changed row adds to each of exact sum ``j``'s integer sums, as SQL (a column costs one py4j call):
+    its pieces at their positions, its NaN / infinity flags and 1 for a value, times ``__odf_w`` (its arguments: the
+    value, then its position, three pieces and three flags, :class:`.exact_sums.Slot`)."""
+    x, k, p0, p1, p2 = (f"a{j}_{m}" for m in range(5))
+    parts = _exact_parts(j)
+    found = {parts[q]: f"CASE WHEN {k} = {q} THEN {p0} WHEN {k} = {q - 1} THEN {p1} WHEN {k} = {q - 2} THEN {p2} "
+                       f"ELSE 0L END * {WEIGHT}" for q in range(exact_sums.POSITIONS)}
+    for m, i in zip((5, 6, 7), (exact_sums.NAN, exact_sums.PINF, exact_sums.NINF)):
+        found[parts[i]] = f"a{j}_{m} * {WEIGHT}"
+    found[parts[exact_sums.COUNT]] = f"CASE WHEN {x} IS NULL THEN 0L ELSE {WEIGHT} END"
+    return found
+
+
+def _exact_state(df: DataFrame, j: int, zero: bool) -> Column:
+    """Exact sum ``j``'s state from its folded sums (columns of ``df``; ``zero``: a sum over no rows is 0): the sums
+    and the bytes of their number, computed once per group here (:func:`.exact_sums.number_of`)."""
+    from spark_jobs.transform.catalyst import Catalyst
+
+    names = _exact_parts(j)
+    parts = [f"coalesce({p}, 0L)" if zero else p for p in names]
+    integers = F.expr(f"CAST(array({', '.join(parts)}) AS ARRAY<BIGINT>)")
+    number = exact_sums.number_of(Catalyst(df.sparkSession), names[:exact_sums.POSITIONS])
+    return F.struct(integers.alias("a"), number.alias("b"))
 
 
 def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
@@ -344,7 +408,8 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
     them, without reading the old states again). A max_by/min_by's new value is the one at the folded extreme: a
     group where it could be another (a tie) is recomputed."""
     state = state_columns(spec)
-    found = contributions(spec)
+    exact = [j for j, a in enumerate(spec.adapters) if a.kind == "exact"]  # their sums are SQL (see below)
+    found = contributions(_without(spec, exact))
     change = {name: expr for name, (expr, _) in found.items()}
     # an old state's row carries its values and adds or removes nothing
     kept = {name: (F.col(name) if name in state else F.lit(None)) for name in found}
@@ -357,18 +422,24 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
             picked = T.StructType([T.StructField("v", spark_type(a.args[0]), True)])
             types.update({f"p{j}": T.LongType(), f"q{j}": T.LongType(), f"y{j}": picked, f"x{j}": picked})
     keys = [F.col(k) for k in spec.keys]
+    # an exact sum's state is an array of integer sums: a change adds to each element (the old row's element is
+    # its value), one column each while the group is folded
+    new_exact = [F.expr(f"CAST({e} AS BIGINT) AS {name}") for j in exact for name, e in _exact_changes(j).items()]
+    old_exact = [F.expr(f"s{j}_a.a[{i}] AS {name}") for j in exact for i, name in enumerate(_exact_parts(j))]
     new_rows = rows.select(*keys, F.lit(0).alias(OLD), *[change[c].cast(types[c]).alias(c) for c in parts],
-                           *[F.lit(None).cast(types[c]).alias(f"o_{c}") for c in state])
+                           *new_exact, *[F.lit(None).cast(types[c]).alias(f"o_{c}") for c in state])
     old_rows = old.select(*keys, F.lit(1).alias(OLD), *[kept[c].cast(types[c]).alias(c) for c in parts],
-                          *[F.col(c).alias(f"o_{c}") for c in state])
+                          *old_exact, *[F.col(c).alias(f"o_{c}") for c in state])
     both = old_rows.unionByName(new_rows)
     aggs: list[Column] = [F.max(OLD).alias(PRESENT), F.min(OLD).alias("__odf_min_old"),
-                          *[fold(F.col(name)).alias(name) for name, (_, fold) in found.items()]]
+                          *[fold(F.col(name)).alias(name) for name, (_, fold) in found.items()],
+                          *[F.expr(f"sum({name}) AS {name}") for j in exact for name in _exact_parts(j)]]
     aggs += [F.max(f"o_{c}").alias(f"o_{c}") for c in state]  # one old row per group: its values
     grouped = both.groupBy(*keys).agg(*aggs)
     touched = F.coalesce(F.col("__odf_min_old"), F.lit(1)) == 0
     recompute: Column = F.lit(False)
     values: dict[str, Column] = {c: F.col(c) for c in state}
+    values.update({f"s{j}_a": _exact_state(grouped, j, zero=False) for j in exact})
     for j, a in enumerate(spec.adapters):
         if a.kind in _EXTREMES:
             x, om = F.col(f"x{j}"), F.col(f"o_s{j}_m")
@@ -431,6 +502,8 @@ def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
             cols += [F.col(f"s{j}_m"), F.col(f"s{j}_l"), F.col(f"s{j}_v")]
         elif a.kind in _PICKS:
             cols += [F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n"), F.col(f"s{j}_v")]
+        elif a.kind == "exact":
+            cols.append(_exact_state(change, j, zero=True).alias(f"s{j}_a"))
         else:
             cols.append(F.col(f"s{j}_m"))
     return change.select(*cols)
@@ -455,6 +528,8 @@ def final_values(spec: AggregateSpec, prefix: str = "") -> list[Column]:
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast(a.result_type))
         elif a.kind in (*_BY, *_PICKS):
             v = s(f"s{j}_v")
+        elif a.kind == "exact":
+            v = s(f"s{j}_a")
         else:
             v = s(f"s{j}_m")
         cols.append(v.cast(a.result_type).alias(f"f{j}"))

@@ -75,7 +75,7 @@ def _final(cat: Catalyst, ae: Any, total: Any, count: Any) -> Any:
     names = [cat.cls(a) == "AttributeReference" and str(a.name()) for a in buffer]
     if names != ["sum", "count"]:  # (Spark's Average keeps these two; another layout is not one this knows)
         raise AssertionError(f"unexpected buffer of {fn.sql()}: {names}")
-    spark = _substituted(cat, fn.evaluateExpression(), {buffer[0].exprId().id(): total, buffer[1].exprId().id(): count})
+    spark = substituted(cat, fn.evaluateExpression(), {buffer[0].exprId().id(): total, buffer[1].exprId().id(): count})
     # NULL where the count is NULL too (a group's values before it had any, in a step's pairs): Spark's DECIMAL division
     # takes a NULL sum for an overflow and fails
     return cat.null_unless(_positive(cat, count), spark)
@@ -86,12 +86,12 @@ def _positive(cat: Catalyst, count: Any) -> Any:
     return cat.jclass(f"{_EXPRESSIONS}.GreaterThan")(count, zero)
 
 
-def _substituted(cat: Catalyst, e: Any, by_id: dict[int, Any]) -> Any:
+def substituted(cat: Catalyst, e: Any, by_id: dict[int, Any]) -> Any:
     """``e`` with the attributes whose expression ids are keys of ``by_id`` replaced by their values."""
     if cat.cls(e) == "AttributeReference":
         return by_id.get(e.exprId().id(), e)
     kids = cat.items(e.children())
-    new = [_substituted(cat, k, by_id) for k in kids]
+    new = [substituted(cat, k, by_id) for k in kids]
     return e if all(n is k for n, k in zip(new, kids)) else cat.with_children(e, new)
 
 

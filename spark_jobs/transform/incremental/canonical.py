@@ -1,7 +1,8 @@
 """The plan every evaluation of a stateful query runs: its incremental plan, the full path's output, a rebuild and
 every recomputation from the history. Spark leaves some values to the order it reads rows in; here they get one:
-averages of integers and DECIMALs become a sum and a count (:mod:`.averages`), then windows that tell rows tied in their
-ORDER BY apart get tie-breakers (:mod:`.ties`)."""
+averages of integers and DECIMALs become a sum and a count (:mod:`.averages`), sums and averages of floating-point
+values the exact sum rounded once (:mod:`.exact_sums`), then windows that tell rows tied in their ORDER BY apart get
+tie-breakers (:mod:`.ties`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,12 +10,12 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from spark_jobs.transform.catalyst import Catalyst
-from spark_jobs.transform.incremental import averages, ties
+from spark_jobs.transform.incremental import averages, exact_sums, ties
 
 
 def plan(cat: Catalyst, optimized: Any) -> Any:
     """The canonical form of an optimised plan (``optimized`` itself when nothing changes)."""
-    return ties.ordered(cat, averages.exact(cat, optimized))
+    return ties.ordered(cat, exact_sums.exact(cat, averages.exact(cat, optimized)))
 
 
 def frame(cat: Catalyst, df: DataFrame) -> DataFrame:

@@ -107,7 +107,8 @@ def order_dependent(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
                 continue
             if name in _EXACT_ONLY and all(exact(spark_type(a)) for a in cat.items(fn.children())):
                 continue
-            hint = " (a sum or an average of DECIMALs keeps a state)" if name in ("Sum", "Average") else ""
+            hint = (" (exact: a sum or an average of DECIMALs, or one of floating-point values in a GROUP BY without "
+                    "DISTINCT)" if name in ("Sum", "Average") else "")
             return str(e.sql()) + hint
         pending += cat.items(e.children())
     return None
