@@ -309,6 +309,9 @@ def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], chan
         deltas = [aggregate.distinct_changes(spec, j, counted_by[aggregate.value_table(spec, j)]) for j in distinct]
         for d in deltas:
             rows = rows.unionByName(d, allowMissingColumns=True)
+    changed = rows
+    for j in aggregate.exact_adapters(spec):  # each exact sum: the change of its number, one row per group
+        rows = rows.unionByName(aggregate.exact_change(spec, j, changed), allowMissingColumns=True)
     # a group left without rows is gone, unless it is a global aggregate's one group (then it is recomputed too)
     recompute = F.col(aggregate.RECOMPUTE) & aggregate.alive(spec)
     # a change to a group whose window closed and left the state: the group is recomputed, before and after

@@ -7,9 +7,10 @@ Each aggregate function keeps what makes its value computable from a change of i
   count is 0;
 - ``sum`` of decimals: the same with an exact DECIMAL(38, scale) sum; an ``avg`` of integers or DECIMALs arrives as
   such a sum and a count (:mod:`.averages`);
-- a ``sum``/``avg`` of floating-point values arrives as an exact sum (:mod:`.exact_sums`): its position sums and
-  counts, kept in one struct column (kind ``exact``) whose integers are updated as sums, with the bytes of the exact
-  number they make, computed once per changed group;
+- a ``sum``/``avg`` of floating-point values arrives as an exact sum (:mod:`.exact_sums`, kind ``exact``): the exact
+  number its values make (a BigInteger's bytes) and counts of its values, NaNs and infinities. A change adds to
+  the number what its rows make, summed per position (:func:`exact_change`); a group's number from all its rows
+  (a rebuild, a recomputation) is its position sums' (code Spark generates, fast over many rows);
 - ``min`` / ``max``: the current extreme; a removed row at or beyond it makes the group *recomputed* from the inputs'
   history (only the groups it touches) unless a row added in the same change lies beyond every removed one, anything
   else combines old and new extremes;
@@ -251,7 +252,8 @@ def state_columns(spec: AggregateSpec) -> list[str]:
         cols += {"count": [f"s{j}_n"], "sum": [f"s{j}_s", f"s{j}_n"],
                  "min": [f"s{j}_m"], "max": [f"s{j}_m"],
                  "max_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"], "min_by": [f"s{j}_m", f"s{j}_l", f"s{j}_v"],
-                 "first": [f"s{j}_n", f"s{j}_v"], "last": [f"s{j}_n", f"s{j}_v"], "exact": [f"s{j}_a"]}[a.kind]
+                 "first": [f"s{j}_n", f"s{j}_v"], "last": [f"s{j}_n", f"s{j}_v"],
+                 "exact": [f"s{j}_v", *(f"s{j}_{c}" for c in _EXACT_COUNTS)]}[a.kind]
     return cols
 
 
@@ -282,7 +284,7 @@ def _reversed(order: Column, t: T.DataType) -> Column:
     return F.bitwise_not(order)  # ~x = -x - 1 turns the order of two's-complement integers around
 
 
-def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Column], Column]]]:
+def contributions(spec: AggregateSpec, positions: bool = False) -> dict[str, tuple[Column, Callable[[Column], Column]]]:
     """What one changed row (arguments + ``__odf_w`` = +1/-1) contributes to each state column, and how a group's
     contributions fold: ±1 to the counts and signed values to the sums (summed), the added value to a min/max
     (``s<j>_m``) and the removed one to ``x<j>`` (both folded by min/max), and the change of a group's number of
@@ -290,12 +292,12 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
     sum DISTINCT (summed). A max_by/min_by contributes its added (ordering, value) pair to ``s<j>_m`` (folded by
     max/min: the extreme ordering, then the largest/smallest value at it), the pair with its ordering turned around to
     ``s<j>_l`` (folded the other way: the same extreme, the other end of the values at it) and its removed ordering
-    to ``x<j>``; its value ``s<j>_v`` is not folded (see :func:`update` and :func:`changes`)."""
+    to ``x<j>``; its value ``s<j>_v`` is not folded (see :func:`update` and :func:`changes`). An exact sum adds to its
+    counts, and with ``positions`` (a group's rows, :func:`changes`) each row's pieces to its position sums
+    (``e<j>_<q>``); in a step its number's change arrives summed (``d<j>_v``, :func:`exact_change`)."""
     w = F.col(WEIGHT)
     found: dict[str, tuple[Column, Callable[[Column], Column]]] = {ROWS: (w, F.sum)}
     for j, a in enumerate(spec.adapters):
-        if a.kind == "none":  # (:func:`_without`)
-            continue
         args = [F.col(f"a{j}_{m}") for m in range(len(a.args))]
         if a.distinct:
             found[f"s{j}_n"] = (F.coalesce(F.col(f"d{j}"), F.lit(0)).cast("long"), F.sum)
@@ -311,7 +313,11 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
             found[f"s{j}_s"] = (F.when(w > 0, v).otherwise(-v).cast(a.state_type()), F.sum)
             found[f"s{j}_n"] = (F.when(args[0].isNotNull(), w).otherwise(0), F.sum)
         elif a.kind == "exact":
-            found.update({name: (F.expr(e), F.sum) for name, e in _exact_changes(j).items()})
+            found.update({name: (F.expr(e), F.sum) for name, e in _exact_counts(j).items()})
+            if positions:
+                found.update({name: (F.expr(e), F.sum) for name, e in _exact_positions(j).items()})
+            else:
+                found[f"d{j}_v"] = (F.col(f"d{j}_v"), F.max)  # one row per group carries it
         elif a.kind in _PICKS:
             value = args[0]
             counted = value.isNotNull() if a.ignore_nulls else F.lit(True)
@@ -335,45 +341,40 @@ def contributions(spec: AggregateSpec) -> dict[str, tuple[Column, Callable[[Colu
     return found
 
 
-def _without(spec: AggregateSpec, skipped: Sequence[int]) -> AggregateSpec:
-    """``spec`` with the functions at ``skipped`` counting nothing (their contributions are built elsewhere)."""
-    if not skipped:
-        return spec
-    from dataclasses import replace
-
-    return replace(spec, adapters=tuple(replace(a, kind="none") if j in skipped else a
-                                        for j, a in enumerate(spec.adapters)))
+_EXACT_COUNTS = ("n", "q", "i", "j")  # an exact sum's counts: values, NaNs, +Infinity, -Infinity
 
 
-def _exact_parts(j: int) -> list[str]:
-    """The integer sums of exact sum ``j``'s state, one column each while a change is folded (``e<j>_<i>``)."""
-    return [f"e{j}_{i}" for i in range(exact_sums.WIDTH)]
+def _exact_counts(j: int) -> dict[str, str]:
+    """What a changed row adds to exact sum ``j``'s counts, as SQL (its arguments: the value, its position, three
+    pieces and its three flags, :func:`.exact_sums.arguments`)."""
+    return {f"s{j}_n": f"CASE WHEN a{j}_0 IS NULL THEN 0L ELSE {WEIGHT} END", f"s{j}_q": f"a{j}_5 * {WEIGHT}",
+            f"s{j}_i": f"a{j}_6 * {WEIGHT}", f"s{j}_j": f"a{j}_7 * {WEIGHT}"}
 
 
-def _exact_changes(j: int) -> dict[str, str]:
-    """What one changed row adds to each of exact sum ``j``'s integer sums, as SQL (a column costs one py4j call):
-    its pieces at their positions, its NaN / infinity flags and 1 for a value, times ``__odf_w`` (its arguments: the
-    value, then its position, three pieces and three flags, :class:`.exact_sums.Slot`)."""
-    x, k, p0, p1, p2 = (f"a{j}_{m}" for m in range(5))
-    parts = _exact_parts(j)
-    found = {parts[q]: f"CASE WHEN {k} = {q} THEN {p0} WHEN {k} = {q - 1} THEN {p1} WHEN {k} = {q - 2} THEN {p2} "
-                       f"ELSE 0L END * {WEIGHT}" for q in range(exact_sums.POSITIONS)}
-    for m, i in zip((5, 6, 7), (exact_sums.NAN, exact_sums.PINF, exact_sums.NINF)):
-        found[parts[i]] = f"a{j}_{m} * {WEIGHT}"
-    found[parts[exact_sums.COUNT]] = f"CASE WHEN {x} IS NULL THEN 0L ELSE {WEIGHT} END"
-    return found
+def _exact_positions(j: int) -> dict[str, str]:
+    """What a row adds to each of exact sum ``j``'s position sums, as SQL (one py4j call a column)."""
+    k, p0, p1, p2 = (f"a{j}_{m}" for m in range(1, 5))
+    return {f"e{j}_{q}": f"CASE WHEN {k} = {q} THEN {p0} WHEN {k} = {q - 1} THEN {p1} WHEN {k} = {q - 2} THEN {p2} "
+                         f"ELSE 0L END * {WEIGHT}" for q in range(exact_sums.POSITIONS)}
 
 
-def _exact_state(df: DataFrame, j: int, zero: bool) -> Column:
-    """Exact sum ``j``'s state from its folded sums (columns of ``df``; ``zero``: a sum over no rows is 0): the sums
-    and the bytes of their number, computed once per group here (:func:`.exact_sums.number_of`)."""
+def exact_change(spec: AggregateSpec, j: int, rows: DataFrame) -> DataFrame:
+    """Per group in ``rows`` (changed rows: arguments and ``__odf_w``), the change of exact sum ``j``'s number
+    (``d<j>_v``): the rows' pieces summed per (group, position), folded into one number (few elements a group);
+    a row of :func:`update`'s changed rows with weight 0 and no arguments."""
     from spark_jobs.transform.catalyst import Catalyst
 
-    names = _exact_parts(j)
-    parts = [f"coalesce({p}, 0L)" if zero else p for p in names]
-    integers = F.expr(f"CAST(array({', '.join(parts)}) AS ARRAY<BIGINT>)")
-    number = exact_sums.number_of(Catalyst(df.sparkSession), names[:exact_sums.POSITIONS])
-    return F.struct(integers.alias("a"), number.alias("b"))
+    keys = [F.col(c) for c in spec.keys]
+    k = F.col(f"a{j}_1")
+    summed = (rows.where(k >= 0).groupBy(*keys, k.cast("long").alias("k"))
+              .agg(*[F.sum(F.col(f"a{j}_{m}") * F.col(WEIGHT)).alias(f"s{m - 2}") for m in (2, 3, 4)]))
+    listed = summed.groupBy(*keys).agg(F.collect_list(F.struct("k", "s0", "s1", "s2")).alias("__odf_pieces"))
+    return listed.select(*keys, exact_sums.change_of(Catalyst(rows.sparkSession), "__odf_pieces").alias(f"d{j}_v"),
+                         F.lit(0).cast("long").alias(WEIGHT))
+
+
+def exact_adapters(spec: AggregateSpec) -> list[int]:
+    return [j for j, a in enumerate(spec.adapters) if a.kind == "exact"]
 
 
 def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
@@ -381,7 +382,7 @@ def changes(spec: AggregateSpec, rows: DataFrame) -> DataFrame:
     extreme of the removed values (``x<j>``); a DISTINCT aggregate counts (and sums) the distinct values, and a
     max_by/min_by's value is Spark's own function over the rows (its pick among tied rows). One row for a global
     aggregate even over no rows."""
-    folded = {name: fold(expr) for name, (expr, fold) in contributions(spec).items()}
+    folded = {name: fold(expr) for name, (expr, fold) in contributions(spec, positions=True).items()}
     for j in distinct_adapters(spec):
         folded[f"s{j}_n"] = F.count_distinct(*[F.col(c) for c in value_columns(spec, j)])
         if spec.adapters[j].kind != "count":
@@ -408,8 +409,7 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
     them, without reading the old states again). A max_by/min_by's new value is the one at the folded extreme: a
     group where it could be another (a tie) is recomputed."""
     state = state_columns(spec)
-    exact = [j for j, a in enumerate(spec.adapters) if a.kind == "exact"]  # their sums are SQL (see below)
-    found = contributions(_without(spec, exact))
+    found = contributions(spec)
     change = {name: expr for name, (expr, _) in found.items()}
     # an old state's row carries its values and adds or removes nothing
     kept = {name: (F.col(name) if name in state else F.lit(None)) for name in found}
@@ -421,25 +421,26 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
         if a.kind in _PICKS:
             picked = T.StructType([T.StructField("v", spark_type(a.args[0]), True)])
             types.update({f"p{j}": T.LongType(), f"q{j}": T.LongType(), f"y{j}": picked, f"x{j}": picked})
+    exact = exact_adapters(spec)
+    types.update({f"d{j}_v": T.BinaryType() for j in exact})
     keys = [F.col(k) for k in spec.keys]
-    # an exact sum's state is an array of integer sums: a change adds to each element (the old row's element is
-    # its value), one column each while the group is folded
-    new_exact = [F.expr(f"CAST({e} AS BIGINT) AS {name}") for j in exact for name, e in _exact_changes(j).items()]
-    old_exact = [F.expr(f"s{j}_a.a[{i}] AS {name}") for j in exact for i, name in enumerate(_exact_parts(j))]
     new_rows = rows.select(*keys, F.lit(0).alias(OLD), *[change[c].cast(types[c]).alias(c) for c in parts],
-                           *new_exact, *[F.lit(None).cast(types[c]).alias(f"o_{c}") for c in state])
+                           *[F.lit(None).cast(types[c]).alias(f"o_{c}") for c in state])
     old_rows = old.select(*keys, F.lit(1).alias(OLD), *[kept[c].cast(types[c]).alias(c) for c in parts],
-                          *old_exact, *[F.col(c).alias(f"o_{c}") for c in state])
+                          *[F.col(c).alias(f"o_{c}") for c in state])
     both = old_rows.unionByName(new_rows)
     aggs: list[Column] = [F.max(OLD).alias(PRESENT), F.min(OLD).alias("__odf_min_old"),
-                          *[fold(F.col(name)).alias(name) for name, (_, fold) in found.items()],
-                          *[F.expr(f"sum({name}) AS {name}") for j in exact for name in _exact_parts(j)]]
+                          *[fold(F.col(name)).alias(name) for name, (_, fold) in found.items()]]
     aggs += [F.max(f"o_{c}").alias(f"o_{c}") for c in state]  # one old row per group: its values
     grouped = both.groupBy(*keys).agg(*aggs)
     touched = F.coalesce(F.col("__odf_min_old"), F.lit(1)) == 0
     recompute: Column = F.lit(False)
     values: dict[str, Column] = {c: F.col(c) for c in state}
-    values.update({f"s{j}_a": _exact_state(grouped, j, zero=False) for j in exact})
+    if exact:
+        from spark_jobs.transform.catalyst import Catalyst
+
+        cat = Catalyst(rows.sparkSession)  # the old number plus the change's
+        values.update({f"s{j}_v": exact_sums.plus(cat, f"o_s{j}_v", f"d{j}_v") for j in exact})
     for j, a in enumerate(spec.adapters):
         if a.kind in _EXTREMES:
             x, om = F.col(f"x{j}"), F.col(f"o_s{j}_m")
@@ -503,7 +504,11 @@ def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
         elif a.kind in _PICKS:
             cols += [F.coalesce(F.col(f"s{j}_n"), F.lit(0)).cast("long").alias(f"s{j}_n"), F.col(f"s{j}_v")]
         elif a.kind == "exact":
-            cols.append(_exact_state(change, j, zero=True).alias(f"s{j}_a"))
+            from spark_jobs.transform.catalyst import Catalyst
+
+            positions = [f"e{j}_{q}" for q in range(exact_sums.POSITIONS)]
+            cols.append(exact_sums.number_of(Catalyst(change.sparkSession), positions).alias(f"s{j}_v"))
+            cols += [F.coalesce(F.col(f"s{j}_{c}"), F.lit(0)).cast("long").alias(f"s{j}_{c}") for c in _EXACT_COUNTS]
         else:
             cols.append(F.col(f"s{j}_m"))
     return change.select(*cols)
@@ -528,8 +533,8 @@ def final_values(spec: AggregateSpec, prefix: str = "") -> list[Column]:
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast(a.result_type))
         elif a.kind in (*_BY, *_PICKS):
             v = s(f"s{j}_v")
-        elif a.kind == "exact":
-            v = s(f"s{j}_a")
+        elif a.kind == "exact":  # its state's fields, as the aggregate's result is (.exact_sums.STATE_FIELDS)
+            v = F.struct(*[s(f"s{j}_{c}").alias(f) for c, f in zip(("v", *_EXACT_COUNTS), exact_sums.STATE_FIELDS)])
         else:
             v = s(f"s{j}_m")
         cols.append(v.cast(a.result_type).alias(f"f{j}"))

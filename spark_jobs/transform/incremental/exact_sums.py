@@ -55,8 +55,9 @@ class _Template:
     x: Any  # the attribute the rewrite binds to the function's argument (its expression id)
     bits: Any  # Alias: the raw bits of x
     pieces: list[Any]  # Aliases over x and the bits: position, three pieces, NaN / +Inf / -Inf flags
-    sums: Any  # Alias (``__odf_exact<slot>_sums``) of the state: named_struct(a: the WIDTH sums, b: the number)
-    value: Any  # the exact sum (DOUBLE), over the state's attribute
+    sums: Any  # Alias (``__odf_exact<slot>_sums``) of the state: named_struct(v: the number's bytes, n, nan, pinf, ninf)
+    magnitude: list[Any]  # Aliases over the state's attribute: the number's top bits, shift, sticky bit, sign
+    value: Any  # Alias (``__odf_exact<slot>_value``): the exact sum (DOUBLE), over the state and the magnitude
     count: Any  # the number of values (non-NULL), over the state's attribute
 
 
@@ -128,33 +129,75 @@ def _build(cat: Catalyst, slot: int) -> _Template:
     sums.append(f"count(`{name}`)")
     aggregate = pieces.selectExpr(f"array({', '.join(sums)}) AS `{name}`")._jdf.queryExecution().analyzed()
     project = aggregate.child()
-    array = cat.items(aggregate.aggregateExpressions())[0].child()  # CreateArray of the functions
-    state = _state(cat, array, _bytes(cat, cat.items(array.children())[:POSITIONS]))
+    functions = cat.items(cat.items(aggregate.aggregateExpressions())[0].child().children())
+    state = _state(cat, _bytes(cat, functions[:POSITIONS]), *(functions[i] for i in (COUNT, NAN, PINF, NINF)))
     sums_alias = cat.alias(state, f"{name}{SUMS}")
     held = sums_alias.toAttribute()
-    int_t = cat.scala_object("org.apache.spark.sql.types.IntegerType")
-    E = _EXPRESSIONS
-    field = J(f"{E}.GetStructField")
-    integers, number = field(held, 0, cat.none()), field(held, 1, cat.none())
-
-    def item(i: int) -> Any:
-        return J(f"{E}.GetArrayItem")(integers, J(f"{E}.Literal")(i, int_t), False)
-
-    big = J(f"{E}.objects.NewInstance")(cat.static("java.lang.Class", "forName")("java.math.BigInteger"),
-                                        cat.seq([number]), cat.seq([]), True, _big(cat), cat.none())
-    value = _value(cat, big, *(item(i) for i in (COUNT, NAN, PINF, NINF)))
+    field = J(f"{_EXPRESSIONS}.GetStructField")
+    magnitude = _magnitude(cat, _integer(cat, field(held, 0, cat.none())), name)
+    over = cat.project([held, *magnitude], J("org.apache.spark.sql.catalyst.plans.logical.LocalRelation")(
+        cat.seq([held]), cat.seq([]), False, cat.none()))
+    decoded = cat.dataframe(over).selectExpr(f"{_value_sql(name)} AS `{name}_value`")._jdf.queryExecution().analyzed()
+    value = cat.items(decoded.projectList())[0]
     return _Template(x, bits, [e for e in cat.items(project.projectList()) if cat.cls(e) == "Alias"], sums_alias,
-                     value, item(COUNT))
+                     magnitude, value, field(held, 1, cat.none()))
 
 
-def _state(cat: Catalyst, integers: Any, number: Any) -> Any:
-    """``named_struct('a', integers, 'b', number)``: an exact sum's state (its sums, and their number's bytes)."""
+def _magnitude(cat: Catalyst, number: Any, name: str) -> list[Any]:
+    """Aliases of a number's (a BigInteger's) top 63 bits (``<name>_top``: ``|number| >> shift``, a long), the
+    ``shift`` (``max(bitLength - 63, 0)``), whether a bit below it is set (``<name>_sticky``) and its sign: a few
+    BigInteger calls, computed once a row (see :func:`_invoke`), so the decoding (:func:`_value_sql`) is arithmetic
+    on plain numbers."""
+    J = cat.jclass
+    E = _EXPRESSIONS
+    int_t = cat.scala_object("org.apache.spark.sql.types.IntegerType")
+    long_t = cat.scala_object("org.apache.spark.sql.types.LongType")
+    lit = J(f"{E}.Literal")
+    size = _invoke(cat, number, "abs", _big(cat))
+    shift = J(f"{E}.Greatest")(cat.seq([J(f"{E}.Subtract")(_invoke(cat, size, "bitLength", int_t), lit(63, int_t)),
+                                        lit(0, int_t)]))
+    top = _invoke(cat, _invoke(cat, size, "shiftRight", _big(cat), [shift]), "longValue", long_t, once=True)
+    sticky = J(f"{E}.And")(J(f"{E}.GreaterThan")(shift, lit(0, int_t)),
+                           J(f"{E}.LessThan")(_invoke(cat, size, "getLowestSetBit", int_t, once=True), shift))
+    # (the shift is an int of the top's expression: once as well, through its bitLength)
+    shift_once = J(f"{E}.Greatest")(cat.seq([J(f"{E}.Subtract")(_invoke(cat, size, "bitLength", int_t, once=True),
+                                                                lit(63, int_t)), lit(0, int_t)]))
+    return [cat.alias(top, f"{name}_top"), cat.alias(shift_once, f"{name}_shift"),
+            cat.alias(sticky, f"{name}_sticky"), cat.alias(_invoke(cat, number, "signum", int_t, once=True),
+                                                           f"{name}_sign")]
+
+
+def _value_sql(name: str) -> str:
+    """The sum from a state (``<name>_sums``) and its number's parts (:func:`_magnitude`), in SQL: NULL over no
+    values, NaN, an infinity, else the exact sum rounded once.
+
+    The top 63 bits with the last one set when a bit below them is (round to odd: they hold at least 62
+    significant bits whenever bits were dropped), converted to a double (correctly rounded) and scaled by
+    ``2^(shift - 1074)`` (exact: the result is normal, or an exact subnormal when nothing was dropped), are the
+    correctly rounded sum; an infinity past the largest double."""
+    state, top, shift, sticky, sign = (f"`{name}_{p}`" for p in ("sums", "top", "shift", "sticky", "sign"))
+    odd = f"CASE WHEN {sticky} AND {top} % 2 = 0 THEN {top} + 1 ELSE {top} END"
+    finite = f"{sign} * CAST({odd} AS DOUBLE) * pow(2.0D, {shift} - 1074)"
+    some = {f: f"coalesce({state}.{f}, 0L) > 0" for f in ("n", "nan", "pinf", "ninf")}
+    return (f"CASE WHEN NOT {some['n']} THEN CAST(NULL AS DOUBLE) "
+            f"WHEN {some['nan']} OR ({some['pinf']} AND {some['ninf']}) THEN double('NaN') "
+            f"WHEN {some['pinf']} THEN double('inf') WHEN {some['ninf']} THEN double('-inf') ELSE {finite} END")
+
+
+STATE_FIELDS = ("v", "n", "nan", "pinf", "ninf")  # an exact sum's state: the number's bytes, then its four counts
+
+
+def _state(cat: Catalyst, number: Any, count: Any, nan: Any, pinf: Any, ninf: Any) -> Any:
+    """``named_struct('v', number, 'n', count, 'nan', nan, 'pinf', pinf, 'ninf', ninf)``: an exact sum's state (every
+    field nullable, as a state read back from parquet is)."""
     string = cat.scala_object("org.apache.spark.sql.types.StringType")
     lit = cat.jclass(f"{_EXPRESSIONS}.Literal")
     utf8 = cat.static("org.apache.spark.unsafe.types.UTF8String", "fromString")
-    nullable = cat.jclass(f"{_EXPRESSIONS}.KnownNullable")(integers)  # as a state read back from parquet is
-    return cat.jclass(f"{_EXPRESSIONS}.CreateNamedStruct")(cat.seq([lit(utf8("a"), string), nullable,
-                                                                    lit(utf8("b"), string), number]))
+    nullable = cat.jclass(f"{_EXPRESSIONS}.KnownNullable")
+    parts = []
+    for name, e in zip(STATE_FIELDS, (number, count, nan, pinf, ninf)):
+        parts += [lit(utf8(name), string), nullable(e)]
+    return cat.jclass(f"{_EXPRESSIONS}.CreateNamedStruct")(cat.seq(parts))
 
 
 def _bytes(cat: Catalyst, positions: list[Any]) -> Any:
@@ -163,23 +206,84 @@ def _bytes(cat: Catalyst, positions: list[Any]) -> Any:
                    cat.scala_object("org.apache.spark.sql.types.BinaryType"))
 
 
-_NUMBERS: dict[tuple[int, tuple[str, ...]], Any] = {}
+_COLUMNS: dict[tuple[int, str, tuple[str, ...]], Any] = {}  # expressions over columns by name, per driver
+
+
+def _column(cat: Catalyst, kind: str, columns: tuple[str, ...], build: Any) -> Any:
+    """A pyspark Column of an expression over the columns named ``columns`` (unresolved: any DataFrame that has
+    them), built once per driver."""
+    from pyspark.sql import Column
+
+    key = (id(cat.jvm._gateway_client), kind, columns)
+    with _LOCK:
+        found = _COLUMNS.get(key)
+    if found is None:
+        unresolved = cat.jclass("org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute")
+        found = build([unresolved(cat.seq([c])) for c in columns])
+        with _LOCK:
+            found = _COLUMNS.setdefault(key, found)
+    return Column(cat.static("org.apache.spark.sql.classic.ExpressionUtils", "column")(found))
 
 
 def number_of(cat: Catalyst, columns: list[str]) -> Any:
-    """A pyspark Column: the bytes of the exact sum whose position sums are the columns named ``columns`` (a state
-    update computes it once per group; the output decodes it). Built once per driver and names."""
-    from pyspark.sql import Column
+    """The bytes of the exact number whose position sums are the columns ``columns`` (a rebuild's states; NULL over
+    no values)."""
+    return _column(cat, "number", tuple(columns), lambda cols: _bytes(cat, cols))
 
-    key = (id(cat.jvm._gateway_client), tuple(columns))
-    with _LOCK:
-        found = _NUMBERS.get(key)
-    if found is None:
-        unresolved = cat.jclass("org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute")
-        found = _bytes(cat, [unresolved(cat.seq([c])) for c in columns])
-        with _LOCK:
-            found = _NUMBERS.setdefault(key, found)
-    return Column(cat.static("org.apache.spark.sql.classic.ExpressionUtils", "column")(found))
+
+def change_of(cat: Catalyst, column: str) -> Any:
+    """The bytes of the exact number of ``column``, an ``ARRAY<STRUCT<k, s0, s1, s2>>`` of position sums (``s0``
+    at position ``k``, ``s1`` at ``k + 1``, ``s2`` at ``k + 2``): a step's change of a group's number, from its
+    changed rows summed per position. Folded by an interpreted higher-order function (a few BigInteger calls an
+    element), so a step compiles no code for the positions."""
+    J = cat.jclass
+    E = _EXPRESSIONS
+    big = _big(cat)
+    int_t = cat.scala_object("org.apache.spark.sql.types.IntegerType")
+    binary = cat.scala_object("org.apache.spark.sql.types.BinaryType")
+
+    def build(cols: list[Any]) -> Any:
+        var = cat.jclass(f"{E}.UnresolvedNamedLambdaVariable")
+        acc, e = var(cat.seq(["acc"])), var(cat.seq(["e"]))
+        lit = J(f"{E}.Literal")
+        field = J("org.apache.spark.sql.catalyst.analysis.UnresolvedExtractValue")
+        utf8 = cat.static("org.apache.spark.unsafe.types.UTF8String", "fromString")
+        string = cat.scala_object("org.apache.spark.sql.types.StringType")
+        k = J(f"{E}.Cast")(field(e, lit(utf8("k"), string)), int_t, cat.none())
+        total = _integer(cat, acc)
+        for i in range(3):  # + s_i * 2^(32 (k + i))
+            at = J(f"{E}.Multiply")(J(f"{E}.Add")(k, lit(i, int_t)), lit(32, int_t))
+            term = _invoke(cat, _static(cat, "java.math.BigInteger", big, "valueOf",
+                                        [field(e, lit(utf8(f"s{i}"), string))]), "shiftLeft", big, [at])
+            total = _invoke(cat, total, "add", big, [term])
+        merge = J(f"{E}.LambdaFunction")(_invoke(cat, total, "toByteArray", binary), cat.seq([acc, e]), False)
+        zero = lit(bytearray(b"\x00"), binary)  # BigInteger.ZERO's bytes
+        return J(f"{E}.ArrayAggregate")(cols[0], zero, merge)
+
+    return _column(cat, "change", (column,), build)
+
+
+def plus(cat: Catalyst, a: str, b: str) -> Any:
+    """The bytes of the sum of the numbers in columns ``a`` and ``b`` (a NULL is 0)."""
+    J = cat.jclass
+    E = _EXPRESSIONS
+    binary = cat.scala_object("org.apache.spark.sql.types.BinaryType")
+
+    def build(cols: list[Any]) -> Any:
+        x, y = cols
+        total = _invoke(cat, _invoke(cat, _integer(cat, x), "add", _big(cat), [_integer(cat, y)]), "toByteArray",
+                        binary)
+        branches = [J("scala.Tuple2")(J(f"{E}.IsNull")(x), y), J("scala.Tuple2")(J(f"{E}.IsNull")(y), x)]
+        return J(f"{E}.CaseWhen")(cat.seq(branches), J("scala.Some")(total))
+
+    return _column(cat, "plus", (a, b), build)
+
+
+def _integer(cat: Catalyst, number: Any) -> Any:
+    """``new BigInteger(number)``: a number's bytes as a BigInteger."""
+    return cat.jclass(f"{_EXPRESSIONS}.objects.NewInstance")(
+        cat.static("java.lang.Class", "forName")("java.math.BigInteger"), cat.seq([number]), cat.seq([]), True,
+        _big(cat), cat.none())
 
 
 def _static(cat: Catalyst, cls: str, data_type: Any, method: str, args: list[Any]) -> Any:
@@ -188,9 +292,12 @@ def _static(cat: Catalyst, cls: str, data_type: Any, method: str, args: list[Any
                                                                True, True, True, cat.none())
 
 
-def _invoke(cat: Catalyst, target: Any, method: str, data_type: Any, args: list[Any] = ()) -> Any:
+def _invoke(cat: Catalyst, target: Any, method: str, data_type: Any, args: list[Any] = (), once: bool = False
+            ) -> Any:
+    """``target.method(args)``; ``once``: marked non-deterministic (it is not), so that Spark's optimiser computes it
+    in its own projection instead of copying it into every filter and projection above that reads it."""
     return cat.jclass(f"{_EXPRESSIONS}.objects.Invoke")(target, method, data_type, cat.seq(list(args)), cat.seq([]),
-                                                         True, True, True)
+                                                         True, True, not once)
 
 
 def _big(cat: Catalyst) -> Any:
@@ -212,52 +319,12 @@ def _number(cat: Catalyst, positions: list[Any]) -> Any:
     return total
 
 
-def _value(cat: Catalyst, number: Any, count: Any, nan: Any, pinf: Any, ninf: Any) -> Any:
-    """The sum: NULL over no values, NaN, an infinity, else the exact sum ``number`` (a BigInteger) rounded once.
-
-    With ``s = max(bitLength - 64, 0)``, ``number >> s`` (a floor) with its last bit set when a bit below ``s`` is
-    set (round to odd) has at least 55 significant bits whenever bits were lost, so the JDK's correctly rounded
-    conversion of it is the correctly rounded sum; for a negative number the floor and the sticky bit give minus
-    the round-to-odd of its magnitude. ``Math.scalb`` by ``s - 1074`` is exact: the result is normal or, for
-    ``s = 0``, already an exact subnormal."""
-    J = cat.jclass
-    E = _EXPRESSIONS
-    big = _big(cat)
-    int_t = cat.scala_object("org.apache.spark.sql.types.IntegerType")
-    long_t = cat.scala_object("org.apache.spark.sql.types.LongType")
-    double_t = cat.scala_object("org.apache.spark.sql.types.DoubleType")
-
-    def lit(v: Any, t: Any) -> Any:
-        return J(f"{E}.Literal")(v, t)
-
-    shift = J(f"{E}.Greatest")(cat.seq([J(f"{E}.Subtract")(_invoke(cat, number, "bitLength", int_t),
-                                                           lit(64, int_t)), lit(0, int_t)]))
-    lost = J(f"{E}.And")(J(f"{E}.GreaterThan")(shift, lit(0, int_t)),
-                         J(f"{E}.LessThan")(_invoke(cat, number, "getLowestSetBit", int_t), shift))
-    sticky = J(f"{E}.Cast")(J(f"{E}.If")(lost, lit(1, int_t), lit(0, int_t)), long_t, cat.none())
-    top = _invoke(cat, _invoke(cat, number, "shiftRight", big, [shift]), "or", big,
-                  [_static(cat, "java.math.BigInteger", big, "valueOf", [sticky])])
-    finite = _static(cat, "java.lang.Math", double_t, "scalb",
-                     [_invoke(cat, top, "doubleValue", double_t), J(f"{E}.Subtract")(shift, lit(1074, int_t))])
-
-    def some(c: Any) -> Any:
-        return J(f"{E}.GreaterThan")(c, J(f"{E}.Cast")(lit(0, int_t), long_t, cat.none()))
-
-    def case(cond: Any, v: Any) -> Any:
-        return J("scala.Tuple2")(cond, v)
-
-    nan_v, inf, minus_inf = lit(float("nan"), double_t), lit(float("inf"), double_t), lit(float("-inf"), double_t)
-    branches = [case(J(f"{E}.Not")(some(count)), lit(None, double_t)),
-                case(J(f"{E}.Or")(some(nan), J(f"{E}.And")(some(pinf), some(ninf))), nan_v),
-                case(some(pinf), inf), case(some(ninf), minus_inf)]
-    return J(f"{E}.CaseWhen")(cat.seq(branches), J("scala.Some")(finite))
-
-
 def _average(cat: Catalyst, t: _Template) -> Any:
     """``IF(count > 0, sum / CAST(count AS DOUBLE), NULL)``: Spark's average of the exact sum."""
     J = cat.jclass
     double_t = cat.scala_object("org.apache.spark.sql.types.DoubleType")
-    ratio = J(f"{_EXPRESSIONS}.Divide")(t.value, J(f"{_EXPRESSIONS}.Cast")(t.count, double_t, cat.none()))
+    ratio = J(f"{_EXPRESSIONS}.Divide")(t.value.toAttribute(), J(f"{_EXPRESSIONS}.Cast")(t.count, double_t,
+                                                                                          cat.none()))
     zero = J(f"{_EXPRESSIONS}.Cast")(J(f"{_EXPRESSIONS}.Literal")(0, cat.scala_object(
         "org.apache.spark.sql.types.IntegerType")), cat.scala_object("org.apache.spark.sql.types.LongType"), cat.none())
     positive = J(f"{_EXPRESSIONS}.GreaterThan")(t.count, zero)
@@ -277,7 +344,7 @@ class _Slots:
 
 def _aggregate(cat: Catalyst, node: Any, child: Any, slots: _Slots) -> Any:
     """An Aggregate over ``child`` whose floating-point sums and averages are exact (see the module), under a
-    projection of the node's own results that computes them; the node over ``child`` when it has none."""
+    projection of the sums and one of the node's own results; the node over ``child`` when it has none."""
     found = cat.physical_aggregation(node)
     same = node if child is node.child() else cat.with_children(node, [child])
     if found is None:
@@ -301,7 +368,8 @@ def _aggregate(cat: Catalyst, node: Any, child: Any, slots: _Slots) -> Any:
             t = _template(cat, slots.take())
             args.append((arg, t))
             bound.append(cat.alias(arg, t.x.name(), t.x.exprId()))
-        values[ae.resultId().id()] = t.value if cat.cls(ae.aggregateFunction()) == "Sum" else _average(cat, t)
+        values[ae.resultId().id()] = (t.value.toAttribute() if cat.cls(ae.aggregateFunction()) == "Sum"
+                                      else _average(cat, t))
     templates = [t for _, t in args]
     inputs = cat.items(child.output())
     below = cat.project(inputs + bound, child)
@@ -312,7 +380,10 @@ def _aggregate(cat: Catalyst, node: Any, child: Any, slots: _Slots) -> Any:
                     node.hint())
     from spark_jobs.transform.incremental.averages import substituted
 
-    return cat.project([substituted(cat, r, values) for r in results], new)
+    # each sum decoded once a row: its magnitude and sign (a few BigInteger calls), then SQL
+    magnitudes = cat.project(cat.items(new.output()) + [m for t in templates for m in t.magnitude], new)
+    decoded = cat.project(cat.items(magnitudes.output()) + [t.value for t in templates], magnitudes)
+    return cat.project([substituted(cat, r, values) for r in results], decoded)
 
 
 def exact(cat: Catalyst, plan: Any, slots: _Slots | None = None) -> Any:
@@ -370,5 +441,4 @@ def state_of(cat: Catalyst, result: Any) -> int | None:
 
 def sum_ids(cat: Catalyst, result: Any) -> list[int]:
     """The expression ids of the integer sums (the aggregate's functions) an exact sum's state result reads."""
-    integers = result.child().children().apply(1).child()  # named_struct('a', KnownNullable(array(...)), 'b', ...)
-    return [a.exprId().id() for a in cat.items(integers.children())]
+    return [a.exprId().id() for a in cat.items(result.child().references().toSeq())]
