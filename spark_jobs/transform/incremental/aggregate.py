@@ -49,7 +49,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
-from spark_jobs.transform.incremental import exact_sums
+from spark_jobs.transform.incremental import exact_numbers, exact_sums
 from spark_jobs.transform.incremental.frames import WEIGHT, spark_type
 from spark_jobs.transform.incremental.plan import Unsupported
 from spark_jobs.transform.inputs import orderable
@@ -355,7 +355,7 @@ def _exact_positions(j: int) -> dict[str, str]:
     """What a row adds to each of exact sum ``j``'s position sums, as SQL (one py4j call a column)."""
     k, p0, p1, p2 = (f"a{j}_{m}" for m in range(1, 5))
     return {f"e{j}_{q}": f"CASE WHEN {k} = {q} THEN {p0} WHEN {k} = {q - 1} THEN {p1} WHEN {k} = {q - 2} THEN {p2} "
-                         f"ELSE 0L END * {WEIGHT}" for q in range(exact_sums.POSITIONS)}
+                         f"ELSE 0L END * {WEIGHT}" for q in range(exact_numbers.POSITIONS)}
 
 
 def exact_change(spec: AggregateSpec, j: int, rows: DataFrame) -> DataFrame:
@@ -369,7 +369,7 @@ def exact_change(spec: AggregateSpec, j: int, rows: DataFrame) -> DataFrame:
     summed = (rows.where(k >= 0).groupBy(*keys, k.cast("long").alias("k"))
               .agg(*[F.sum(F.col(f"a{j}_{m}") * F.col(WEIGHT)).alias(f"s{m - 2}") for m in (2, 3, 4)]))
     listed = summed.groupBy(*keys).agg(F.collect_list(F.struct("k", "s0", "s1", "s2")).alias("__odf_pieces"))
-    return listed.select(*keys, exact_sums.change_of(Catalyst(rows.sparkSession), "__odf_pieces").alias(f"d{j}_v"),
+    return listed.select(*keys, exact_numbers.change_of(Catalyst(rows.sparkSession), "__odf_pieces").alias(f"d{j}_v"),
                          F.lit(0).cast("long").alias(WEIGHT))
 
 
@@ -440,7 +440,7 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
         from spark_jobs.transform.catalyst import Catalyst
 
         cat = Catalyst(rows.sparkSession)  # the old number plus the change's
-        values.update({f"s{j}_v": exact_sums.plus(cat, f"o_s{j}_v", f"d{j}_v") for j in exact})
+        values.update({f"s{j}_v": exact_numbers.plus(cat, f"o_s{j}_v", f"d{j}_v") for j in exact})
     for j, a in enumerate(spec.adapters):
         if a.kind in _EXTREMES:
             x, om = F.col(f"x{j}"), F.col(f"o_s{j}_m")
@@ -506,8 +506,8 @@ def initial(spec: AggregateSpec, change: DataFrame) -> DataFrame:
         elif a.kind == "exact":
             from spark_jobs.transform.catalyst import Catalyst
 
-            positions = [f"e{j}_{q}" for q in range(exact_sums.POSITIONS)]
-            cols.append(exact_sums.number_of(Catalyst(change.sparkSession), positions).alias(f"s{j}_v"))
+            positions = [f"e{j}_{q}" for q in range(exact_numbers.POSITIONS)]
+            cols.append(exact_numbers.number_of(Catalyst(change.sparkSession), positions).alias(f"s{j}_v"))
             cols += [F.coalesce(F.col(f"s{j}_{c}"), F.lit(0)).cast("long").alias(f"s{j}_{c}") for c in _EXACT_COUNTS]
         else:
             cols.append(F.col(f"s{j}_m"))
@@ -533,8 +533,8 @@ def final_values(spec: AggregateSpec, prefix: str = "") -> list[Column]:
             v = F.when(s(f"s{j}_n") > 0, s(f"s{j}_s").cast(a.result_type))
         elif a.kind in (*_BY, *_PICKS):
             v = s(f"s{j}_v")
-        elif a.kind == "exact":  # its state's fields, as the aggregate's result is (.exact_sums.STATE_FIELDS)
-            v = F.struct(*[s(f"s{j}_{c}").alias(f) for c, f in zip(("v", *_EXACT_COUNTS), exact_sums.STATE_FIELDS)])
+        elif a.kind == "exact":  # its state's fields, as the aggregate's result is (.exact_numbers.STATE_FIELDS)
+            v = F.struct(*[s(f"s{j}_{c}").alias(f) for c, f in zip(("v", *_EXACT_COUNTS), exact_numbers.STATE_FIELDS)])
         else:
             v = s(f"s{j}_m")
         cols.append(v.cast(a.result_type).alias(f"f{j}"))

@@ -6,24 +6,20 @@ need not be ``a``), and a group recomputed from the history can differ in its la
 So before a stateful query is planned or evaluated (:mod:`.canonical`: its incremental plan, the full path's output, a
 rebuild, every recomputation), every ``sum`` and ``avg`` of DOUBLE or FLOAT values in an aggregate becomes the exact
 sum of the values, rounded once to the nearest double (ties to even): one value for any order and any batching, the
-value ``math.fsum`` gives, and one that integer sums keep exactly.
+value ``math.fsum`` gives. An average is that sum divided by the count.
 
-The exact sum is an integer number of units of 2^-1074 (the smallest subnormal double) below 2^2098. A value ``x =
-m * 2^u`` units (``m`` its 53-bit significand) adds ``m * 2^(u mod 32)`` at the 32-bit *position* ``u div 32``: three
-pieces below 2^32, at that position and the next two. Per group the state is one long sum per position
-(:data:`POSITIONS` of them), exact and invertible for up to 2^31 values a group (ANSI arithmetic fails a step beyond),
-then counts of the NaNs, +Infinity, -Infinity and of all the values: :data:`WIDTH` integer sums, which the aggregate
-outputs as one ``ARRAY<BIGINT>`` (a state of one column, :mod:`.aggregate`'s ``exact`` kind). The value: the
-positions' sums as a ``BigInteger`` (its two's complement bytes), rounded to 64 bits with a sticky last bit (round to
-odd), converted by the JDK (round to nearest) and scaled by a power of two (exact): the correctly rounded sum; NaN if a
-NaN or both infinities were added, else an infinity if one was, NULL over no values, as Spark. An average is that sum
-divided by the count.
+The exact sum is an integer number of units of 2^-1074 (the smallest subnormal double). A value ``x = m * 2^u``
+units (``m`` its 53-bit significand) adds ``m * 2^(u mod 32)`` at the 32-bit *position* ``u div 32``: three pieces
+below 2^32, at that position and the next two (:func:`_pieces_sql`). Over a group's rows, Spark's own ``sum`` of each
+position is exact for up to 2^31 values a group (ANSI arithmetic fails a step beyond), and their weighted total is
+the exact sum, kept as a number with its counts (:mod:`.exact_numbers`: the state :mod:`.aggregate` keeps, its
+``exact`` kind, and how it is changed by a step and decoded).
 
 The plan keeps Spark's shape: projections below the aggregate give each row's position and pieces, the aggregate's
-functions are integer sums under one ``array(...)``, and projections above turn the array into the sum, then compute
-the aggregate's own result expressions. The expressions are a template built once per driver and slot
-(:func:`_template`), so a rewrite costs a few py4j calls. ``sum(DISTINCT x)`` of floating-point values keeps Spark's
-function (the full path).
+functions are integer sums under one struct, and projections above decode it, then compute the aggregate's own result
+expressions. The expressions are a template built once per driver and slot (:func:`_template`), so a rewrite costs a
+few py4j calls. ``sum(DISTINCT x)`` of floating-point values keeps Spark's function (the full path), and so do
+windows.
 """
 from __future__ import annotations
 
@@ -31,17 +27,16 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental import exact_numbers as numbers
 from spark_jobs.transform.incremental.frames import spark_type
 
-POSITIONS = 66  # 32-bit positions of units of 2^-1074: a value's pieces reach position 63 + 2
-NAN, PINF, NINF, COUNT = POSITIONS, POSITIONS + 1, POSITIONS + 2, POSITIONS + 3  # the counts' places in the array
-WIDTH = POSITIONS + 4
+# the places of the counts among the aggregate's functions, after the positions' sums
+NAN, PINF, NINF, COUNT = (numbers.POSITIONS + i for i in range(4))
 PREFIX = "__odf_exact"  # the names of the columns a rewrite adds: __odf_exact<slot>, __odf_exact<slot>_<part>
-SUMS = "_sums"  # __odf_exact<slot>_sums: the aggregate's array of a slot's integer sums
+SUMS = "_sums"  # __odf_exact<slot>_sums: the aggregate's struct of a slot's exact number and counts
 _EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions"
 _FLOATING = (T.FloatType, T.DoubleType)
 _LOCK = threading.Lock()
@@ -55,7 +50,7 @@ class _Template:
     x: Any  # the attribute the rewrite binds to the function's argument (its expression id)
     bits: Any  # Alias: the raw bits of x
     pieces: list[Any]  # Aliases over x and the bits: position, three pieces, NaN / +Inf / -Inf flags
-    sums: Any  # Alias (``__odf_exact<slot>_sums``) of the state: named_struct(v: the number's bytes, n, nan, pinf, ninf)
+    sums: Any  # Alias (``__odf_exact<slot>_sums``) of the state: named_struct(v: the number's bytes, n, nan, ...)
     magnitude: list[Any]  # Aliases over the state's attribute: the number's top bits, shift, sticky bit, sign
     value: Any  # Alias (``__odf_exact<slot>_value``): the exact sum (DOUBLE), over the state and the magnitude
     count: Any  # the number of values (non-NULL), over the state's attribute
@@ -109,14 +104,14 @@ def _build(cat: Catalyst, slot: int) -> _Template:
     name = f"{PREFIX}{slot}"
     part = {p: f"{name}_{p}" for p in _PARTS}
     double_t = cat.scala_object("org.apache.spark.sql.types.DoubleType")
-    x = J(f"{_EXPRESSIONS}.AttributeReference")(name, double_t, True, cat.static(
-        "org.apache.spark.sql.types.Metadata", "empty")(), cat.scala_object(f"{_EXPRESSIONS}.NamedExpression").newExprId(),
-        cat.seq([]))
+    metadata = cat.static("org.apache.spark.sql.types.Metadata", "empty")()
+    x = J(f"{_EXPRESSIONS}.AttributeReference")(name, double_t, True, metadata, cat.scala_object(
+        f"{_EXPRESSIONS}.NamedExpression").newExprId(), cat.seq([]))
     leaf = J("org.apache.spark.sql.catalyst.plans.logical.LocalRelation")(cat.seq([x]), cat.seq([]), False,
                                                                             cat.none())
     long_t = cat.scala_object("org.apache.spark.sql.types.LongType")
     zero = J(f"{_EXPRESSIONS}.Literal")(0.0, double_t)
-    raw = _static(cat, "java.lang.Double", long_t, "doubleToRawLongBits",
+    raw = numbers.static(cat, "java.lang.Double", long_t, "doubleToRawLongBits",
                   [J(f"{_EXPRESSIONS}.Coalesce")(cat.seq([x, zero]))])
     bits = cat.alias(raw, f"{name}_bits")
     with_bits = cat.dataframe(cat.project([x, bits], leaf))
@@ -124,199 +119,25 @@ def _build(cat: Catalyst, slot: int) -> _Template:
         f"`{name}`", f"`{name}_bits`"))])
     k, p0, p1, p2 = (f"`{part[p]}`" for p in ("k", "p0", "p1", "p2"))
     sums = [f"sum(CASE WHEN {k} = {q} THEN {p0} WHEN {k} = {q - 1} THEN {p1} WHEN {k} = {q - 2} THEN {p2} ELSE 0L END)"
-            for q in range(POSITIONS)]
+            for q in range(numbers.POSITIONS)]
     sums += [f"sum(`{part[p]}`)" for p in ("nan", "pinf", "ninf")]
     sums.append(f"count(`{name}`)")
     aggregate = pieces.selectExpr(f"array({', '.join(sums)}) AS `{name}`")._jdf.queryExecution().analyzed()
     project = aggregate.child()
     functions = cat.items(cat.items(aggregate.aggregateExpressions())[0].child().children())
-    state = _state(cat, _bytes(cat, functions[:POSITIONS]), *(functions[i] for i in (COUNT, NAN, PINF, NINF)))
+    state = numbers.state(cat, numbers.number_bytes(cat, functions[:numbers.POSITIONS]),
+                          *(functions[i] for i in (COUNT, NAN, PINF, NINF)))
     sums_alias = cat.alias(state, f"{name}{SUMS}")
     held = sums_alias.toAttribute()
     field = J(f"{_EXPRESSIONS}.GetStructField")
-    magnitude = _magnitude(cat, _integer(cat, field(held, 0, cat.none())), name)
+    magnitude = numbers.magnitude(cat, numbers.integer(cat, field(held, 0, cat.none())), name)
     over = cat.project([held, *magnitude], J("org.apache.spark.sql.catalyst.plans.logical.LocalRelation")(
         cat.seq([held]), cat.seq([]), False, cat.none()))
-    decoded = cat.dataframe(over).selectExpr(f"{_value_sql(name)} AS `{name}_value`")._jdf.queryExecution().analyzed()
+    decoded = cat.dataframe(over).selectExpr(f"{numbers.value_sql(name)} AS `{name}_value`")
+    decoded = decoded._jdf.queryExecution().analyzed()
     value = cat.items(decoded.projectList())[0]
     return _Template(x, bits, [e for e in cat.items(project.projectList()) if cat.cls(e) == "Alias"], sums_alias,
                      magnitude, value, field(held, 1, cat.none()))
-
-
-def _magnitude(cat: Catalyst, number: Any, name: str) -> list[Any]:
-    """Aliases of a number's (a BigInteger's) top 63 bits (``<name>_top``: ``|number| >> shift``, a long), the
-    ``shift`` (``max(bitLength - 63, 0)``), whether a bit below it is set (``<name>_sticky``) and its sign: a few
-    BigInteger calls, computed once a row (see :func:`_invoke`), so the decoding (:func:`_value_sql`) is arithmetic
-    on plain numbers."""
-    J = cat.jclass
-    E = _EXPRESSIONS
-    int_t = cat.scala_object("org.apache.spark.sql.types.IntegerType")
-    long_t = cat.scala_object("org.apache.spark.sql.types.LongType")
-    lit = J(f"{E}.Literal")
-    size = _invoke(cat, number, "abs", _big(cat))
-    shift = J(f"{E}.Greatest")(cat.seq([J(f"{E}.Subtract")(_invoke(cat, size, "bitLength", int_t), lit(63, int_t)),
-                                        lit(0, int_t)]))
-    top = _invoke(cat, _invoke(cat, size, "shiftRight", _big(cat), [shift]), "longValue", long_t, once=True)
-    sticky = J(f"{E}.And")(J(f"{E}.GreaterThan")(shift, lit(0, int_t)),
-                           J(f"{E}.LessThan")(_invoke(cat, size, "getLowestSetBit", int_t, once=True), shift))
-    # (the shift is an int of the top's expression: once as well, through its bitLength)
-    shift_once = J(f"{E}.Greatest")(cat.seq([J(f"{E}.Subtract")(_invoke(cat, size, "bitLength", int_t, once=True),
-                                                                lit(63, int_t)), lit(0, int_t)]))
-    return [cat.alias(top, f"{name}_top"), cat.alias(shift_once, f"{name}_shift"),
-            cat.alias(sticky, f"{name}_sticky"), cat.alias(_invoke(cat, number, "signum", int_t, once=True),
-                                                           f"{name}_sign")]
-
-
-def _value_sql(name: str) -> str:
-    """The sum from a state (``<name>_sums``) and its number's parts (:func:`_magnitude`), in SQL: NULL over no
-    values, NaN, an infinity, else the exact sum rounded once.
-
-    The top 63 bits with the last one set when a bit below them is (round to odd: they hold at least 62
-    significant bits whenever bits were dropped), converted to a double (correctly rounded) and scaled by
-    ``2^(shift - 1074)`` (exact: the result is normal, or an exact subnormal when nothing was dropped), are the
-    correctly rounded sum; an infinity past the largest double."""
-    state, top, shift, sticky, sign = (f"`{name}_{p}`" for p in ("sums", "top", "shift", "sticky", "sign"))
-    odd = f"CASE WHEN {sticky} AND {top} % 2 = 0 THEN {top} + 1 ELSE {top} END"
-    finite = f"{sign} * CAST({odd} AS DOUBLE) * pow(2.0D, {shift} - 1074)"
-    some = {f: f"coalesce({state}.{f}, 0L) > 0" for f in ("n", "nan", "pinf", "ninf")}
-    return (f"CASE WHEN NOT {some['n']} THEN CAST(NULL AS DOUBLE) "
-            f"WHEN {some['nan']} OR ({some['pinf']} AND {some['ninf']}) THEN double('NaN') "
-            f"WHEN {some['pinf']} THEN double('inf') WHEN {some['ninf']} THEN double('-inf') ELSE {finite} END")
-
-
-STATE_FIELDS = ("v", "n", "nan", "pinf", "ninf")  # an exact sum's state: the number's bytes, then its four counts
-
-
-def _state(cat: Catalyst, number: Any, count: Any, nan: Any, pinf: Any, ninf: Any) -> Any:
-    """``named_struct('v', number, 'n', count, 'nan', nan, 'pinf', pinf, 'ninf', ninf)``: an exact sum's state (every
-    field nullable, as a state read back from parquet is)."""
-    string = cat.scala_object("org.apache.spark.sql.types.StringType")
-    lit = cat.jclass(f"{_EXPRESSIONS}.Literal")
-    utf8 = cat.static("org.apache.spark.unsafe.types.UTF8String", "fromString")
-    nullable = cat.jclass(f"{_EXPRESSIONS}.KnownNullable")
-    parts = []
-    for name, e in zip(STATE_FIELDS, (number, count, nan, pinf, ninf)):
-        parts += [lit(utf8(name), string), nullable(e)]
-    return cat.jclass(f"{_EXPRESSIONS}.CreateNamedStruct")(cat.seq(parts))
-
-
-def _bytes(cat: Catalyst, positions: list[Any]) -> Any:
-    """The bytes of :func:`_number` of ``positions``."""
-    return _invoke(cat, _number(cat, positions), "toByteArray",
-                   cat.scala_object("org.apache.spark.sql.types.BinaryType"))
-
-
-_COLUMNS: dict[tuple[int, str, tuple[str, ...]], Any] = {}  # expressions over columns by name, per driver
-
-
-def _column(cat: Catalyst, kind: str, columns: tuple[str, ...], build: Any) -> Any:
-    """A pyspark Column of an expression over the columns named ``columns`` (unresolved: any DataFrame that has
-    them), built once per driver."""
-    from pyspark.sql import Column
-
-    key = (id(cat.jvm._gateway_client), kind, columns)
-    with _LOCK:
-        found = _COLUMNS.get(key)
-    if found is None:
-        unresolved = cat.jclass("org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute")
-        found = build([unresolved(cat.seq([c])) for c in columns])
-        with _LOCK:
-            found = _COLUMNS.setdefault(key, found)
-    return Column(cat.static("org.apache.spark.sql.classic.ExpressionUtils", "column")(found))
-
-
-def number_of(cat: Catalyst, columns: list[str]) -> Any:
-    """The bytes of the exact number whose position sums are the columns ``columns`` (a rebuild's states; NULL over
-    no values)."""
-    return _column(cat, "number", tuple(columns), lambda cols: _bytes(cat, cols))
-
-
-def change_of(cat: Catalyst, column: str) -> Any:
-    """The bytes of the exact number of ``column``, an ``ARRAY<STRUCT<k, s0, s1, s2>>`` of position sums (``s0``
-    at position ``k``, ``s1`` at ``k + 1``, ``s2`` at ``k + 2``): a step's change of a group's number, from its
-    changed rows summed per position. Folded by an interpreted higher-order function (a few BigInteger calls an
-    element), so a step compiles no code for the positions."""
-    J = cat.jclass
-    E = _EXPRESSIONS
-    big = _big(cat)
-    int_t = cat.scala_object("org.apache.spark.sql.types.IntegerType")
-    binary = cat.scala_object("org.apache.spark.sql.types.BinaryType")
-
-    def build(cols: list[Any]) -> Any:
-        var = cat.jclass(f"{E}.UnresolvedNamedLambdaVariable")
-        acc, e = var(cat.seq(["acc"])), var(cat.seq(["e"]))
-        lit = J(f"{E}.Literal")
-        field = J("org.apache.spark.sql.catalyst.analysis.UnresolvedExtractValue")
-        utf8 = cat.static("org.apache.spark.unsafe.types.UTF8String", "fromString")
-        string = cat.scala_object("org.apache.spark.sql.types.StringType")
-        k = J(f"{E}.Cast")(field(e, lit(utf8("k"), string)), int_t, cat.none())
-        total = _integer(cat, acc)
-        for i in range(3):  # + s_i * 2^(32 (k + i))
-            at = J(f"{E}.Multiply")(J(f"{E}.Add")(k, lit(i, int_t)), lit(32, int_t))
-            term = _invoke(cat, _static(cat, "java.math.BigInteger", big, "valueOf",
-                                        [field(e, lit(utf8(f"s{i}"), string))]), "shiftLeft", big, [at])
-            total = _invoke(cat, total, "add", big, [term])
-        merge = J(f"{E}.LambdaFunction")(_invoke(cat, total, "toByteArray", binary), cat.seq([acc, e]), False)
-        zero = lit(bytearray(b"\x00"), binary)  # BigInteger.ZERO's bytes
-        return J(f"{E}.ArrayAggregate")(cols[0], zero, merge)
-
-    return _column(cat, "change", (column,), build)
-
-
-def plus(cat: Catalyst, a: str, b: str) -> Any:
-    """The bytes of the sum of the numbers in columns ``a`` and ``b`` (a NULL is 0)."""
-    J = cat.jclass
-    E = _EXPRESSIONS
-    binary = cat.scala_object("org.apache.spark.sql.types.BinaryType")
-
-    def build(cols: list[Any]) -> Any:
-        x, y = cols
-        total = _invoke(cat, _invoke(cat, _integer(cat, x), "add", _big(cat), [_integer(cat, y)]), "toByteArray",
-                        binary)
-        branches = [J("scala.Tuple2")(J(f"{E}.IsNull")(x), y), J("scala.Tuple2")(J(f"{E}.IsNull")(y), x)]
-        return J(f"{E}.CaseWhen")(cat.seq(branches), J("scala.Some")(total))
-
-    return _column(cat, "plus", (a, b), build)
-
-
-def _integer(cat: Catalyst, number: Any) -> Any:
-    """``new BigInteger(number)``: a number's bytes as a BigInteger."""
-    return cat.jclass(f"{_EXPRESSIONS}.objects.NewInstance")(
-        cat.static("java.lang.Class", "forName")("java.math.BigInteger"), cat.seq([number]), cat.seq([]), True,
-        _big(cat), cat.none())
-
-
-def _static(cat: Catalyst, cls: str, data_type: Any, method: str, args: list[Any]) -> Any:
-    jcls = cat.static("java.lang.Class", "forName")(cls)
-    return cat.jclass(f"{_EXPRESSIONS}.objects.StaticInvoke")(jcls, data_type, method, cat.seq(args), cat.seq([]),
-                                                               True, True, True, cat.none())
-
-
-def _invoke(cat: Catalyst, target: Any, method: str, data_type: Any, args: list[Any] = (), once: bool = False
-            ) -> Any:
-    """``target.method(args)``; ``once``: marked non-deterministic (it is not), so that Spark's optimiser computes it
-    in its own projection instead of copying it into every filter and projection above that reads it."""
-    return cat.jclass(f"{_EXPRESSIONS}.objects.Invoke")(target, method, data_type, cat.seq(list(args)), cat.seq([]),
-                                                         True, True, not once)
-
-
-def _big(cat: Catalyst) -> Any:
-    return cat.jclass("org.apache.spark.sql.types.ObjectType")(cat.static("java.lang.Class", "forName")(
-        "java.math.BigInteger"))
-
-
-def _number(cat: Catalyst, positions: list[Any]) -> Any:
-    """The exact sum in units of 2^-1074, sum of position q's sum * 2^(32q), as a BigInteger (zero positions cost no
-    allocation)."""
-    big = _big(cat)
-    int_t = cat.scala_object("org.apache.spark.sql.types.IntegerType")
-    total = None
-    for q, p in enumerate(positions):
-        term = _static(cat, "java.math.BigInteger", big, "valueOf", [p])
-        if q:
-            term = _invoke(cat, term, "shiftLeft", big, [cat.jclass(f"{_EXPRESSIONS}.Literal")(32 * q, int_t)])
-        total = term if total is None else _invoke(cat, total, "add", big, [term])
-    return total
 
 
 def _average(cat: Catalyst, t: _Template) -> Any:
@@ -432,7 +253,7 @@ def arguments(cat: Catalyst, child: Any, slot: int) -> tuple[Any, ...]:
 
 
 def state_of(cat: Catalyst, result: Any) -> int | None:
-    """The slot of an aggregate's result that is an exact sum's array of integer sums (its state), else None."""
+    """The slot of an aggregate's result that is an exact sum's state (its number and counts), else None."""
     if cat.cls(result) != "Alias":
         return None
     name = str(result.name())
