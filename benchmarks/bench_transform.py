@@ -7,9 +7,11 @@ committed with ``odf_core.commit.commit_data``, as an ingest would. One in-proce
 
 * ``bench_stateless``: one ``odf_core.transform.run`` of a projection + filter over 10k new rows, on top of 1M and
   of 10M rows of already processed input history; the cost should not grow with the history.
-* ``bench_aggregation``: one incremental transaction of a GROUP BY after 10k new rows (the stateful path
-  re-evaluates over the reduced input state and diffs against the previous output) vs a plain Spark batch query
-  over all rows.
+* ``bench_aggregation``: issue #11's first query, a GROUP BY of 8 categories with a DOUBLE sum (exact: the sum
+  rounded once, kept as a state, docs/transforms.md), after 10k new rows on 1M and 10M rows, vs a plain Spark batch
+  query over all rows, with the fixed cost subtracted (as ``bench_incremental``); its output is checked against
+  ``math.fsum`` per group.
+* ``bench_exact``: the same over 10k keys with a DOUBLE sum and average.
 * ``bench_incremental``: the same on the incremental path (docs/transforms.md): GROUP BY 10k keys with count, an
   integer sum, min/max, after 10k new rows on 1M and 10M rows, vs the batch query over all rows; and the path's fixed
   cost (a 10-row step on a tiny history) and the checkpoint it writes.
@@ -97,7 +99,10 @@ CATEGORIES = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "thet
 STATELESS_SQL = "select event_time, id, category, value * 2 as doubled from src where value >= 100"
 AGGREGATE_SQL = ("select max(event_time) as event_time, category, count(*) as n, sum(value) as total "
                  "from src group by category")
-# incremental: integer sums are exact to update (a DOUBLE sum takes the full path, docs/transforms.md)
+# exact DOUBLE sum and avg over 10k keys (one exact sum for both: docs/transforms.md)
+EXACT_SQL = ("select max(event_time) as event_time, id % 10000 as k, count(*) as n, sum(value) as total, "
+             "avg(value) as mean from src group by id % 10000")
+# incremental: integer sums
 INCREMENTAL_SQL = ("select max(event_time) as event_time, id % 10000 as k, count(*) as n, sum(id) as total, "
                    "min(value) as lo, max(value) as hi from src group by id % 10000")
 # count DISTINCT keeps a count per (group, value): 8 categories a group
@@ -411,71 +416,48 @@ def batch_query(ctx: Ctx, root: Root, query: str) -> tuple[float, list[dict]]:
 
 
 def bench_aggregation(ctx: Ctx) -> str:
-    sz = ctx.sizes
-    rows_out, notes, breakdowns = [], [], []
-    for rows, reps in sz.aggregate_reps.items():
-        root = ctx.root(rows)
-        name = make_derivative(ctx.ws, f"agg-{rows}", root, AGGREGATE_SQL)
-        first = ctx.run(name)
-        print(f"  aggregation: initial run over {root.handle.state().next_offset} rows {first.seconds:.1f} s",
-              flush=True)
-        runs: list[Run] = []
-        batch: list[float] = []
-        expected: dict[str, tuple] = {}
+    return _growth(ctx, AGGREGATE_SQL, "agg", "GROUP BY category (8 groups) with a DOUBLE sum",
+                   "the 8 groups' state (an exact sum's number and counts)", key="category",
+                   check=_exact_check("category", "category", total="total"))
 
-        def incremental() -> float:
-            new = root.add(sz.new_rows, seed=1000 + len(runs))
-            changed = 2 * len(pc.unique(new.column("category")))  # a -C/+C pair per group that got rows
-            run = ctx.run(name)
-            if run.plan_class != "stateful" or run.records != changed:
-                raise RuntimeError(f"{name}: {run.records} records ({run.plan_class}), expected {changed} "
-                                   "(stateful)")
-            runs.append(run)
-            return run.seconds
 
-        def plain_batch() -> float:
-            t, rows = batch_query(ctx, root, AGGREGATE_SQL)
-            expected.clear()
-            expected.update({r["category"]: (r["n"], round(r["total"], 2)) for r in rows})
-            batch.append(t)
-            return t
+def bench_exact(ctx: Ctx) -> str:
+    return _growth(ctx, EXACT_SQL, "exact", "GROUP BY 10k keys with a DOUBLE sum and avg",
+                   "the 10k groups' state (one exact sum's number and counts for both)", targets=False,
+                   check=_exact_check("k", "id % 10000", total="total", mean="mean"))
 
-        alternate([incremental, plain_batch], reps)
-        got = _current_rows(ctx.ws, name)
-        if got.keys() != expected.keys() or any(
-                got[k][0] != expected[k][0] or abs(got[k][1] - expected[k][1]) > 1e-6 * abs(expected[k][1]) + 0.01
-                for k in got):
-            raise RuntimeError(f"{name}: the incremental output {got} differs from the batch query {expected}")
-        rows_out.append(Result(
-            f"GROUP BY category (8 groups), {sz.new_rows:,} new rows on {_millions(rows)} rows", median(
-                r.seconds for r in runs), median(batch), "s", None, "plain Spark batch query over all rows",
-            lower_is_better=True))
-        notes.append(f"{_millions(rows)}: initial transaction {first.seconds:.1f} s; incremental runs "
-                     f"{', '.join(f'{r.seconds:.1f}' for r in runs)} s; batch {', '.join(f'{t:.1f}' for t in batch)} s;"
-                     f" engine timings of the median run (ms): {median_run(runs).timings_ms}.")
-        breakdowns += [f"Where the time goes, {_millions(rows)} rows (the median run):", "",
-                       render_breakdown(STEPS, median_run(runs).steps, median_run(runs).seconds,
-                                        f"transform.run (GROUP BY), {_millions(rows)} rows"), ""]
-        print(rows_out[-1].line(), flush=True)
-    reps_text = ", ".join(f"{r} runs on {_millions(n)}" for n, r in sz.aggregate_reps.items())
-    return "\n".join([
-        f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
-        f"Query: `{AGGREGATE_SQL}` (the query of issue #11's first figures). Each incremental transaction follows a "
-        f"new {sz.new_rows:,}-row slice. A DOUBLE sum cannot be updated exactly (floating-point addition is not "
-        "invertible), nor recomputed per group (its rounding depends on the order Spark reads the rows in, so a "
-        "recomputed row could differ from the one to retract), so this GROUP BY takes the full path: a step runs the "
-        "query over the whole history and nets its rows against the output kept in the checkpoint, and its cost "
-        "grows with the history (docs/transforms.md; bench_incremental measures a GROUP BY whose functions all keep "
-        "a state). Each step outputs 8 -C/+C pairs (checked). The reduced output is checked "
-        f"against the batch result. Medians ({reps_text}), alternating with the batch query. "
-        "Ratio = incremental / batch (lower is better; reported, no target).",
-        "",
-        render_results(rows_out),
-        "",
-        *[f"- {n}" for n in notes],
-        "",
-        *breakdowns,
-    ])
+
+def _exact_check(key: str, key_of: str, total: str, mean: str | None = None
+                 ) -> "Callable[[Ctx, IncrementalSeries], None]":
+    """A check of an exact-sum GROUP BY's reduced output against Python's exact sums: per group, the count, the
+    latest event time and ``math.fsum`` of the values (correctly rounded), the mean that sum over the count, bit for
+    bit (Spark's own sum rounds after each addition, so its batch query is the timing baseline, not the oracle)."""
+    import math
+
+    def check(ctx: Ctx, s: "IncrementalSeries") -> None:
+        t = pa.concat_tables([pq.read_table(p, columns=["event_time", "id", "category", "value"])
+                              for p in s.root.slice_paths()])
+        keys = (t.column("category").to_numpy(zero_copy_only=False) if key_of == "category"
+                else t.column("id").to_numpy() % 10000)
+        values = t.column("value").to_numpy()
+        times = t.column("event_time").cast(pa.int64()).to_numpy()
+        order = np.argsort(keys, kind="stable")
+        keys, values, times = keys[order], values[order], times[order]
+        cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+        got = _reduced(ctx.ws, s.name, key)
+        bad = []
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(keys)]):
+            k = keys[lo].item() if hasattr(keys[lo], "item") else keys[lo]
+            exact = math.fsum(values[lo:hi].tolist())
+            row = got.get(k)
+            want = {"n": hi - lo, total: exact, **({mean: exact / (hi - lo)} if mean else {})}
+            ok = row is not None and all(row[c] == v for c, v in want.items()) and \
+                round(row["event_time"].timestamp() * 1000) == int(times[lo:hi].max())
+            if not ok:
+                bad.append((k, row, want))
+        if bad or len(got) != len(cuts) + 1:
+            raise RuntimeError(f"{s.name}: {len(bad)} group(s) differ from the exact sums, e.g. {bad[:2]}")
+    return check
 
 
 def _reduced(ws: Workspace, name: str, key: str) -> dict:
@@ -572,18 +554,23 @@ def bench_average(ctx: Ctx) -> str:
                    "the 10k groups' state: a sum and a count for each average", targets=False)
 
 
-def _check_by_key(ctx: Ctx, name: str, expected: dict) -> None:
-    """The derivative's reduced output, by ``k``, must equal the batch query's rows."""
-    got = _reduced(ctx.ws, name, "k")
+def _check_by_key(ctx: Ctx, name: str, expected: dict, key: str = "k") -> None:
+    """The derivative's reduced output, by ``key``, must equal the batch query's rows."""
+    got = _reduced(ctx.ws, name, key)
     if got != expected:
         diff = [k for k in set(got) | set(expected) if got.get(k) != expected.get(k)][:3]
         raise RuntimeError(f"{name}: the incremental output differs from the batch query at keys {diff}")
 
 
-def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: bool = True) -> str:
-    """An incremental GROUP BY (by ``k``) step on each history size vs a batch query over everything, and vs the
+def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: bool = True, key: str = "k",
+            check: "Callable[[Ctx, IncrementalSeries], None] | None" = None) -> str:
+    """An incremental GROUP BY (by ``key``) step on each history size vs a batch query over everything, and vs the
     same step on the smallest history, with the fixed cost (a tiny step) subtracted; ``targets``: #11's (the GROUP
-    BY's), else the rows are info."""
+    BY's), else the rows are info; ``check``: of a series' reduced output (by default: the batch query's rows)."""
+    def by_batch(ctx: Ctx, s: IncrementalSeries) -> None:
+        _check_by_key(ctx, s.name, s.expected or {r[key]: r for r in batch_query(ctx, s.root, query)[1]}, key)
+
+    check = check or by_batch
     sz = ctx.sizes
     # the path's fixed cost: a step of a few new rows on a tiny history, in process (subtracted below)
     tiny = make_root(ctx.ws, f"{prefix}-tiny", ctx.tmp)
@@ -623,7 +610,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
         def go() -> float:
             t, rows = batch_query(ctx, s.root, query)
             s.expected.clear()
-            s.expected.update({r["k"]: r for r in rows})
+            s.expected.update({r[key]: r for r in rows})
             s.batch.append(t)
             return t
         return go
@@ -636,7 +623,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
     net: dict[int, float] = {}
     jobs_net: dict[int, float] = {}
     for s in series:
-        _check_by_key(ctx, s.name, s.expected)
+        check(ctx, s)
         runs, fixed = s.runs, s.fixed
         step_s, batch_s, fixed_s = median(r.seconds for r in runs), median(s.batch), median(r.seconds for r in fixed)
         net[s.rows] = paired_net(runs, fixed)
@@ -686,7 +673,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
                            f"the same on {_millions(small.rows)}", lower_is_better=True))
     control_text: list[str] = []
     if control is not None:
-        _check_by_key(ctx, control.name, {r["k"]: r for r in batch_query(ctx, control.root, query)[1]})
+        check(ctx, control)
         twin_diff = [b.seconds - a.seconds for a, b in zip(small.runs, control.runs)]
         twin_jobs = [job_seconds(b) - job_seconds(a) for a, b in zip(small.runs, control.runs)]
         tq, tjq = quartiles(twin_diff), quartiles(twin_jobs)
@@ -703,10 +690,11 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
             "reduced output is checked against the batch result too."]
     return "\n".join([
         f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
-        f"Query: `{query}` (10k groups). Each incremental transaction follows a new {sz.new_rows:,}-row "
-        "slice; the incremental path updates the per-group state from the new rows and writes the change of the "
-        "touched groups' output rows as the slice (docs/transforms.md). The reduced output is checked against the "
-        f"batch result (exact). Medians of {reps} repetitions, after {sz.warm_steps} unmeasured steps "
+        f"Query: `{query}` ({'8' if key == 'category' else '10k'} groups). Each incremental transaction follows a "
+        f"new {sz.new_rows:,}-row slice; the incremental path updates the per-group state from the new rows and writes "
+        "the change of the touched groups' output rows as the slice (docs/transforms.md). The reduced output is "
+        f"checked against {'the batch result (exact)' if check is by_batch else 'Python exact sums per group (math.fsum, bit for bit; Spark batch query sums in read order)'}. "
+        f"Medians of {reps} repetitions, after {sz.warm_steps} unmeasured steps "
         "of each size; one repetition runs the step on each history size, each followed by the tiny step, then the "
         "batch query on each, so the driver's slow drift over the run hits all sizes alike. Ratio = incremental / "
         f"batch (lower is better). Fixed cost of the path: a step of {sz.tiny_rows} new rows on a "
@@ -1253,6 +1241,7 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
     "bench_stateless": bench_stateless,
     "bench_aggregation": bench_aggregation,
     "bench_incremental": bench_incremental,
+    "bench_exact": bench_exact,
     "bench_distinct": bench_distinct,
     "bench_distinct_sets": bench_distinct_sets,
     "bench_latest": bench_latest,
@@ -1274,7 +1263,10 @@ BENCHMARKS: dict[str, Callable[[Ctx], str]] = {
 
 TITLES = {
     "bench_stateless": "Stateless transform: cost of 10k new rows vs size of the input history",
-    "bench_aggregation": "Aggregation with a DOUBLE sum (full path): a transaction vs one batch query over everything",
+    "bench_aggregation": "GROUP BY with a DOUBLE sum (exact, incremental): a transaction vs one batch query over "
+                         "everything, vs the history",
+    "bench_exact": "Incremental DOUBLE sum and avg over 10k keys: a transaction vs one batch query over everything, vs "
+                   "the history",
     "bench_incremental": "Incremental GROUP BY: a transaction vs one batch query over everything, vs the history",
     "bench_distinct": "Incremental count(DISTINCT): a transaction vs one batch query over everything, vs the history",
     "bench_distinct_sets": "Incremental count(DISTINCT) over two column sets: a transaction vs one batch query over "
