@@ -633,6 +633,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
     rows_out, notes, breakdowns = [], [], []
     net: dict[int, float] = {}
     jobs_net: dict[int, float] = {}
+    net_quartiles: dict[int, tuple[float, float]] = {}  # of the per-repetition (step - tiny step), wall time
     for s in series:
         check(ctx, s)
         runs, fixed = s.runs, s.fixed
@@ -647,7 +648,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
         rows_out.append(Result("the same, Spark job time only (step's jobs minus the tiny step's)",
                                jobs_net[s.rows], batch_s, "s", None, "plain Spark batch query over all rows",
                                lower_is_better=True))
-        wall_q = quartiles([r.seconds - f.seconds for r, f in zip(runs, fixed)])
+        wall_q = net_quartiles[s.rows] = quartiles([r.seconds - f.seconds for r, f in zip(runs, fixed)])
         jobs_q = quartiles([job_seconds(r) - job_seconds(f) for r, f in zip(runs, fixed)])
         checkpoint_mb = ctx.ws.get(s.name).state().last_checkpoint.size / 1e6
         notes.append(f"{_millions(s.rows)}: first transaction (rebuild: full path + state) {s.first.seconds:.1f} s; "
@@ -675,7 +676,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
     # a ratio to the smaller size's net means something only where that net stands out of the noise: where a
     # quarter of its repetitions or more show the step no dearer than the tiny step, the gate is info, and the
     # growth against the control says whether the history costs anything
-    resolvable = quartiles([r.seconds - f.seconds for r, f in zip(small.runs, small.fixed)])[0] > 0
+    resolvable = net_quartiles[small.rows][0] > 0
     rows_out.append(Result(f"incremental step on {_millions(big.rows)} vs on {_millions(small.rows)} rows of history, "
                            f"fixed cost subtracted: the {_millions(small.rows)} net plus the paired growth",
                            paired_big, net[small.rows], "s", 1.3 if targets and resolvable else None,
