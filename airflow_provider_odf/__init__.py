@@ -58,8 +58,27 @@ def get_provider_info() -> dict:
                     },
                     "engine_url": {
                         "label": "Engine URL",
-                        "description": "A warm engine started with 'odf engine serve' (grpc://host:5544): every "
-                        "Spark step becomes a call to it. Empty: one spark-submit job per step.",
+                        "description": "A warm engine started with 'odf engine serve' (grpc://host:5544, "
+                        "grpcs://host:5544 for TLS, unix:///path/engine.sock): every Spark step becomes a call to "
+                        "it; the password is its token. Empty: one spark-submit job per step.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "engine_ca": {
+                        "label": "Engine CA file",
+                        "description": "grpcs:// engines: a PEM file on the worker with the CA that signed the "
+                        "engine's certificate. Empty: $ODF_ENGINE_CA_FILE, else the system's CAs.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "engine_client_cert": {
+                        "label": "Engine client certificate file",
+                        "description": "An engine started with --tls-client-ca (mutual TLS): this worker's "
+                        "certificate (PEM file). Empty: $ODF_ENGINE_CLIENT_CERT.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "engine_client_key": {
+                        "label": "Engine client key file",
+                        "description": "The client certificate's private key (PEM file on the worker). Empty: "
+                        "$ODF_ENGINE_CLIENT_KEY.",
                         "schema": {"type": ["string", "null"]},
                     },
                     "engine_options": {
@@ -86,8 +105,8 @@ def get_provider_info() -> dict:
                     "hidden-fields": ["host", "schema", "port", "extra"],
                     "relabeling": {"login": "Object store key id", "password": "Object store secret key"},
                     "placeholders": {
-                        "login": "only for s3:// or az:// workspaces",
-                        "password": "only for s3:// or az:// workspaces",
+                        "login": "only for s3:// or az:// workspaces without an engine URL",
+                        "password": "with an engine URL: the engine's token; else the s3:// or az:// secret",
                     },
                 },
             }

@@ -25,7 +25,7 @@ MODULES = (
     "odf_core.workspace",
     "odf_core.snapshots",
     "odf_core.ingest.transaction",
-    "odf_core.transform.coordinator",
+    "odf_core.transform.transaction",
     "odf_core.chain.integrity",
     "pyarrow.parquet",
 )

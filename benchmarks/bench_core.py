@@ -114,7 +114,8 @@ def bench_logical_hash(rows: int = 10_000_000) -> list[Result]:
     size_mb = sum(b.size for b in value_buffers) / 1e6
     for parallel in (True, False):
         clock = "wall" if parallel else "cpu"
-        base, t = timed_pair(lambda: _raw_sha3(value_buffers), lambda: logical_hash_table(fixed, parallel=parallel),
+        base, t = timed_pair(lambda: _raw_sha3(value_buffers),  # noqa: F821 - the lambdas run before the del below
+                             lambda: logical_hash_table(fixed, parallel=parallel),  # noqa: F821
                              clock=clock)
         results.append(Result(
             name=f"logical hash {rows // 1_000_000}M rows int64+float64+timestamp(ms,UTC), no nulls"

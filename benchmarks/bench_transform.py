@@ -89,7 +89,7 @@ from odf_core.metadata import (  # noqa: E402
     TransformSql,
 )
 from odf_core.storage import DatasetLayout  # noqa: E402
-from odf_core.transform import coordinator  # noqa: E402
+from odf_core.transform import transaction  # noqa: E402
 from odf_core.workspace import DatasetHandle, Workspace  # noqa: E402
 
 SECTION = "bench_transform"
@@ -222,9 +222,9 @@ STEPS = [
 ]
 
 _TARGETS = {
-    "plan_inputs": (coordinator, "plan_inputs"),
-    "run_engine": (coordinator, "run_engine"), "describe_slice": (coordinator, "describe_slice"),
-    "logical_hash_file": (hashing, "logical_hash_file"), "commit_data": (coordinator, "commit_data"),
+    "plan_inputs": (transaction, "plan_inputs"),
+    "run_engine": (transaction, "run_engine"), "describe_slice": (transaction, "describe_slice"),
+    "logical_hash_file": (hashing, "logical_hash_file"), "commit_data": (transaction, "commit_data"),
 }
 
 
@@ -293,7 +293,7 @@ class Ctx:
         in_process = engine is None or isinstance(engine, LocalEngine)
         first = self._next_job() if in_process else 0
         with timer.patch(_TARGETS):
-            t = seconds(lambda: out.append(coordinator.run(self.ws, name, engine=engine or self.engine)))
+            t = seconds(lambda: out.append(transaction.run(self.ws, name, engine=engine or self.engine)))
         spark_ms = self._jobs_ms(first, self._next_job()) if in_process else None
         res = out[0]
         if res is None:

@@ -166,6 +166,11 @@ def cmd_verify(args) -> int:
 
         with progress(f"{h.name}: replay", unit="transforms") as p:
             rep = verify(ws, args.dataset, engine=_engine(args), progress=p)
+        for note in rep.other_engine:
+            print(f"{h.name}: {note}")
+        if rep.engine_differs:  # not tampering: the recorded engine computes differently (docs/upgrading.md)
+            print(f"odf: {h.name}: reproduction {rep.summary()}", file=sys.stderr)
+            return 3
         if not rep.ok:
             raise OdfError(f"{h.name}: {rep.summary()}")
         print(f"{h.name}: reproduction {rep.summary()}")
@@ -175,13 +180,28 @@ def cmd_verify(args) -> int:
 @command("set-transform")
 def cmd_set_transform(args) -> int:
     from odf_core.metadata import SetTransform
-    from odf_core.metadata.yaml_serde import read_manifest_file
+    from odf_core.snapshot_read import read_snapshot_file
     from odf_core.transform import set_transform
 
     ws = _workspace(args)
-    doc = read_manifest_file(args.file)
-    events = [e for e in getattr(doc, "metadata", ()) if isinstance(e, SetTransform)]
-    if len(events) != 1:
+    if args.upgrade_engine:
+        from odf_core.transform import upgrade_engine
+
+        if args.file is not None:
+            raise OdfError(f"set-transform --upgrade-engine keeps the dataset's query: drop the file argument "
+                           f"'{args.file}'")
+        head = upgrade_engine(ws, args.dataset, engine=_engine(args))
+        print(f"{args.dataset}: " + (f"transform recorded for this engine in block {head}" if head else
+                                     "the transform is already recorded for this engine"))
+        return 0
+    if args.file is None:
+        raise OdfError("set-transform needs a DatasetSnapshot FILE with the new SetTransform (or --upgrade-engine)")
+    docs = read_snapshot_file(args.file)  # every query step checked with its file and line, as ``odf add`` does
+    broken = next((d.error for d in docs if d.error is not None), None)
+    if broken is not None:
+        raise broken
+    events = [e for d in docs if d.snapshot is not None for e in d.snapshot.metadata if isinstance(e, SetTransform)]
+    if len(docs) != 1 or len(events) != 1:
         raise OdfError(f"{args.file}: expected a DatasetSnapshot with exactly one SetTransform event")
     h = set_transform(ws, args.dataset, events[0], engine=_engine(args))
     print(f"{args.dataset}: new transform committed in block {h}")
@@ -211,7 +231,7 @@ def _engine(args):
 
     url = getattr(args, "engine", None) or os.environ.get(ENGINE_URL_ENV)
     if url:
-        return remote_engine(url)
+        return remote_engine(url, credentials=_engine_credentials(args))
     conf = {}
     for kv in getattr(args, "conf", None) or ():
         key, sep, value = kv.partition("=")
@@ -246,6 +266,20 @@ def _fetch_options(args):
     return FetchOptions(**{k: v for k, v in given.items() if v is not None})
 
 
+def _ingest_options(args):
+    """IngestOptions from ``--duplicates`` of ``odf pull`` / ``odf ingest``."""
+    from odf_core.ingest import IngestOptions
+
+    return IngestOptions(duplicates=args.duplicates)
+
+
+def _duplicates_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--duplicates", choices=("first", "error"), default="first",
+                   help="Ledger sources: rows repeating the primary key of an earlier row of the same input are "
+                        "dropped and counted (first, the default: the first per key is kept) or refuse the input "
+                        "(error: nothing is committed)")
+
+
 @command("pull")
 def cmd_pull(args) -> int:
     from odf_core.ingest.transaction import pull
@@ -259,7 +293,7 @@ def cmd_pull(args) -> int:
     engine = _engine(args)
     options = _fetch_options(args)
     if args.recursive:
-        from odf_core.transform.coordinator import upstream_order
+        from odf_core.transform import upstream_order
 
         names = upstream_order(ws, names)
     for name in names:
@@ -269,9 +303,9 @@ def cmd_pull(args) -> int:
             print(f"{name}: push sources only, nothing to pull")
             continue
         if kind == "Derivative":
-            from odf_core.transform.coordinator import run as run_transform
+            from odf_core.transform import run as run_transform
 
-            from odf_core.transform.coordinator import input_without_data
+            from odf_core.transform import input_without_data
 
             with progress(f"{name}: transform", unit="rows") as p:
                 res = run_transform(ws, name, engine=engine)
@@ -286,10 +320,12 @@ def cmd_pull(args) -> int:
                 print(f"{name}: up to date")
             continue
         with progress(f"{name}: fetch", unit="files") as p:
-            results = pull(ws, name, engine, once=args.once, options=options, progress=p)
+            results = pull(ws, name, engine, once=args.once, options=options, progress=p,
+                           ingest_options=_ingest_options(args))
         for r in results:
             if r.block_hash:
-                print(f"{name}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}")
+                print(f"{name}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}"
+                      f"{r.duplicates_note()}")
             else:
                 print(f"{name}: up to date")
     return 0
@@ -342,12 +378,14 @@ def cmd_ingest(args) -> int:
     ws = _workspace(args)
     size = Path(args.file).stat().st_size if args.file != "-" and Path(args.file).is_file() else 0
     with progress(f"{args.dataset}: ingest", unit="files", total=1) as p:
-        r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args), txn_id=args.txn_id)
+        r = push(ws, args.dataset, args.file, source=args.source, engine=_engine(args), txn_id=args.txn_id,
+                 options=_ingest_options(args))
         p.advance(1, size)
     if r.already_ingested:
         print(f"{args.dataset}: already ingested in block {r.block_hash} (transaction {args.txn_id}), head {r.head}")
     elif r.block_hash:
-        print(f"{args.dataset}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}")
+        print(f"{args.dataset}: {r.num_records} records at offsets {r.offset_interval}, head {r.block_hash}"
+              f"{r.duplicates_note()}")
     else:
         print(f"{args.dataset}: nothing new")
     return 0
@@ -400,13 +438,29 @@ def cmd_sql(args) -> int:
 # -- engine -----------------------------------------------------------------------------------------------------
 
 
+def _engine_credentials(args):
+    """Token (``--engine-token-file`` / ``$ODF_ENGINE_TOKEN_FILE``), CA and client certificate for the engine."""
+    from odf_core.engine.credentials import ClientCredentials
+
+    return ClientCredentials.from_env(token_file=getattr(args, "engine_token_file", None))
+
+
 @command("engine serve")
 def cmd_engine_serve(args) -> int:
-    from odf_core.engine.serve import serve
+    from odf_core.engine.credentials import ServeConfigError
+    from odf_core.engine.serve import Guard, serve
 
     conf = dict(kv.partition("=")[::2] for kv in args.conf)
-    return serve(host=args.host, port=args.port, master=args.master, conf=conf,
-                 max_concurrency=args.max_concurrency, spark_submit=args.spark_submit, drain_s=args.drain_s)
+    guard = Guard(token_file=args.token_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
+                  tls_client_ca=args.tls_client_ca, socket_path=args.socket, allow_paths=tuple(args.allow_path),
+                  request_timeout_s=args.request_timeout, insecure=args.insecure)
+    try:
+        return serve(host=args.host, port=args.port, master=args.master, conf=conf,
+                     max_concurrency=args.max_concurrency, spark_submit=args.spark_submit, drain_s=args.drain_s,
+                     guard=guard)
+    except ServeConfigError as e:  # a usage error, found before Spark starts
+        print(f"odf: error: {e}", file=sys.stderr)
+        return 2
 
 
 @command("engine status")
@@ -418,7 +472,7 @@ def cmd_engine_status(args) -> int:
     url = args.engine or os.environ.get(ENGINE_URL_ENV)
     if not url:
         raise OdfError("no engine named: pass --engine grpc://HOST:PORT or set ODF_ENGINE_URL")
-    h = remote_engine(url).health()
+    h = remote_engine(url, credentials=_engine_credentials(args)).health()
     print(f"{url}: up {h.uptime_s} s, {h.running} of {h.max_concurrency} request(s) running, Spark {h.spark_version} "
           f"on {h.master}, engine {h.engine_version}")
     return 0
@@ -494,8 +548,10 @@ def _spark_options(s: argparse.ArgumentParser) -> None:
     """Where Spark work runs: a long-lived engine, or Spark in this process with a master and settings."""
     g = s.add_argument_group("Spark")
     g.add_argument("--engine", metavar="URL",
-                   help="a long-lived engine started with 'odf engine serve' (grpc://HOST:PORT; default "
-                        "$ODF_ENGINE_URL, else Spark runs in this process)")
+                   help="a long-lived engine started with 'odf engine serve' (grpc://HOST:PORT, grpcs://HOST:PORT "
+                        "or unix:///PATH; default $ODF_ENGINE_URL, else Spark runs in this process)")
+    g.add_argument("--engine-token-file", metavar="FILE",
+                   help="the engine's token (default $ODF_ENGINE_TOKEN_FILE; docs/security.md)")
     g.add_argument("--master", default="local[*]",
                    help="Spark master when Spark runs in this process: local[N], spark://HOST:PORT, yarn, "
                         "k8s://https://HOST (default local[*])")
@@ -551,7 +607,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "transaction takes")
     s = sub.add_parser("set-transform", help="query evolution: validate and set a derivative's new transform")
     s.add_argument("dataset")
-    s.add_argument("file", help="a DatasetSnapshot YAML holding the new SetTransform")
+    s.add_argument("file", nargs="?", help="a DatasetSnapshot YAML holding the new SetTransform")
+    s.add_argument("--upgrade-engine", action="store_true",
+                   help="keep the query and record the running engine for it (after an upgrade that changed the "
+                        "engine's semantics; docs/upgrading.md)")
     _spark_options(s)
 
     s = sub.add_parser("pull", help="ingest root datasets until up to date / run derivative transformations / "
@@ -567,6 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fetch-stall-window", type=_seconds, metavar="S", help="window of --fetch-min-rate (default 60)")
     s.add_argument("--as", dest="as_name", metavar="NAME", help="local name of a dataset pulled from a URL or REPO/NAME")
     s.add_argument("--force", action="store_true", help="replace a local replica that diverged from its remote")
+    _duplicates_option(s)
     _spark_options(s)
     s = sub.add_parser("push", help="send datasets to a repository (only missing objects; the remote head last)")
     s.add_argument("datasets", nargs="+")
@@ -589,6 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--source", help="push source name (required when there are several)")
     s.add_argument("--txn-id", metavar="KEY", help="idempotency key, recorded in the block: re-running with the "
                    "same key (e.g. after a crash) ingests nothing if that push was committed")
+    _duplicates_option(s)
     _spark_options(s)
     s = sub.add_parser("tail", help="the last records of a dataset")
     s.add_argument("dataset")
@@ -619,8 +680,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--spark-submit", default="spark-submit", help="the spark-submit binary")
     s.add_argument("--drain-s", type=float, default=30.0,
                    help="on SIGTERM/Ctrl-C, seconds running requests get to finish before they are cancelled")
+    g = s.add_argument_group("security (docs/security.md)")
+    g.add_argument("--token-file", metavar="FILE", help="every call must carry this file's token "
+                   "(authorization: Bearer TOKEN)")
+    g.add_argument("--tls-cert", metavar="FILE", help="serve TLS with this certificate (PEM, with --tls-key)")
+    g.add_argument("--tls-key", metavar="FILE", help="the TLS certificate's private key (PEM)")
+    g.add_argument("--tls-client-ca", metavar="FILE", help="mutual TLS: clients need a certificate signed by this CA")
+    g.add_argument("--socket", metavar="PATH", help="listen on this Unix socket (mode 0600) instead of a port")
+    g.add_argument("--allow-path", action="append", default=[], metavar="DIR|s3://BUCKET/PREFIX",
+                   help="requests may name paths only under these roots (repeatable; default: the working, temp "
+                        "and staging directories)")
+    g.add_argument("--request-timeout", type=float, default=6 * 3600.0, metavar="S",
+                   help="cancel a request running longer than this (default 21600 s; 0: never)")
+    g.add_argument("--insecure", action="store_true",
+                   help="listen on a non-loopback address without TLS and a token")
     s = eng.add_parser("status", help="health of a running engine")
-    s.add_argument("--engine", metavar="URL", help="grpc://HOST:PORT (default $ODF_ENGINE_URL)")
+    s.add_argument("--engine", metavar="URL", help="grpc://, grpcs:// or unix:// URL (default $ODF_ENGINE_URL)")
+    s.add_argument("--engine-token-file", metavar="FILE", help="the engine's token (default $ODF_ENGINE_TOKEN_FILE)")
 
     block = sub.add_parser("block", help="metadata block tools").add_subparsers(dest="sub", required=True)
     s = block.add_parser("hash", help="multihash of a MetadataBlock manifest YAML")

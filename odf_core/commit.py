@@ -25,6 +25,7 @@ from odf_core.metadata import (
     SourceState,
     Timestamp,
 )
+from odf_core.metadata.arrow_schema import recorded_schema
 from odf_core.storage import DatasetLayout, crash_point
 
 COMMIT_CRASH_POINTS = ("commit.after_data_file", "commit.after_checkpoint_file", "commit.after_schema_block")
@@ -37,11 +38,6 @@ class SliceFile:
     path: str
     data_slice: DataSlice
     schema: pa.Schema
-
-
-def data_schema(schema: pa.Schema) -> pa.Schema:
-    """The schema as recorded in ``SetDataSchema``: writer metadata (Spark, pandas) stripped."""
-    return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
 
 
 def describe_slice(path: str, offset_column: str, expected_start: int) -> SliceFile:
@@ -70,7 +66,7 @@ def describe_slice(path: str, offset_column: str, expected_start: int) -> SliceF
             offset_interval=OffsetInterval(start=int(offsets[0]), end=int(offsets[-1])),
             size=os.path.getsize(path),
         )
-    return SliceFile(path, ds, data_schema(pf.schema_arrow))
+    return SliceFile(path, ds, recorded_schema(pf.schema_arrow))
 
 
 def describe_checkpoint(path: str) -> Checkpoint:
@@ -92,7 +88,7 @@ def ensure_schema(chain: MetadataChain, state: ChainState, schema: pa.Schema,
 
     if state.schema is not None and _same_schema(decode_arrow_schema(state.schema), schema):
         return state
-    chain.append_event(SetDataSchema(schema=encode_arrow_schema(data_schema(schema))), system_time, state=state)
+    chain.append_event(SetDataSchema(schema=encode_arrow_schema(recorded_schema(schema))), system_time, state=state)
     crash_point("commit.after_schema_block")
     return chain.state()
 

@@ -3,7 +3,8 @@
 One implementation for every command, so they look and behave alike. On a terminal (stderr is a TTY) it draws a
 rich progress bar with counts (files, objects, blocks, rows), bytes and bytes per second; piped or in an Airflow
 task log, it writes a plain line at most every ``interval`` seconds while running and a summary at the end, so logs
-stay short and greppable (and a failure's error stays one line). ``ODF_PROGRESS=never|always|auto`` overrides the detection (tests use ``always``).
+stay short and greppable (and a failure's error stays one line). ``ODF_PROGRESS=never|always|auto`` overrides the detection (tests use ``always``);
+``ODF_PROGRESS_INTERVAL`` sets the seconds between plain lines (default 5).
 """
 
 from __future__ import annotations
@@ -83,25 +84,37 @@ class Progress:
 
 class _LineRenderer:
     """Plain lines for logs and pipes: every ``interval`` seconds while running, and a summary when done. Work that
-    fails prints no line of its own, so its error stays the one line a failure gives."""
+    fails prints no line of its own, so its error stays the one line a failure gives.
+
+    A summary that would repeat the line just printed (the counts unchanged, less than a second later: work whose
+    only ``advance`` comes at its end, after more than ``interval`` seconds) is not printed twice."""
 
     def __init__(self, stream: IO[str], interval: float) -> None:
         self.stream = stream
         self.interval = interval
         self._last = 0.0
+        self._shown: tuple[int, int, int | None, int | None] | None = None  # the counts of the last line printed
 
     def start(self, p: Progress) -> None:
         self._last = time.monotonic()
 
+    @staticmethod
+    def _counts(p: Progress) -> tuple[int, int, int | None, int | None]:
+        return p.count, p.nbytes, p.total, p.total_bytes
+
+    def _print(self, p: Progress, now: float) -> None:
+        self._last, self._shown = now, self._counts(p)
+        print(p.summary(), file=self.stream, flush=True)
+
     def update(self, p: Progress) -> None:
         now = time.monotonic()
         if now - self._last >= self.interval:
-            self._last = now
-            print(p.summary(), file=self.stream, flush=True)
+            self._print(p, now)
 
     def stop(self, p: Progress, ok: bool) -> None:
-        if ok:
-            print(p.summary(), file=self.stream, flush=True)
+        now = time.monotonic()
+        if ok and not (self._shown == self._counts(p) and now - self._last < 1.0):
+            self._print(p, now)
 
 
 class _RichRenderer:
@@ -135,13 +148,30 @@ class _RichRenderer:
         print(p.summary() + ("" if ok else " (interrupted)"), file=self._console.file, flush=True)
 
 
+def line_interval(default: float) -> float:
+    """Seconds between plain progress lines: ``ODF_PROGRESS_INTERVAL`` when set (0: a line per step), else
+    ``default``."""
+    text = os.environ.get("ODF_PROGRESS_INTERVAL", "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0:
+        from odf_core.errors import OdfError
+
+        raise OdfError(f"ODF_PROGRESS_INTERVAL={text!r}: expected a number of seconds >= 0")
+    return value
+
+
 @contextmanager
 def progress(label: str, *, unit: str = "items", total: int | None = None, total_bytes: int | None = None,
              stream: IO[str] | None = None, interval: float = 5.0) -> Iterator[Progress]:
     """Track a piece of work: ``with progress("pull", unit="objects", total=n) as p: ... p.advance(1, nbytes)``."""
     out = stream if stream is not None else sys.stderr
     p = Progress(label=label, unit=unit, total=total, total_bytes=total_bytes)
-    renderer: Any = _RichRenderer(out) if wants_live_bar(out) else _LineRenderer(out, interval)
+    renderer: Any = _RichRenderer(out) if wants_live_bar(out) else _LineRenderer(out, line_interval(interval))
     p._renderer = renderer
     renderer.start(p)
     ok = False

@@ -10,30 +10,55 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 
+from odf_core.engine.sql_text import query_problem, tokens
 from odf_core.errors import OdfError
 from odf_core.hashing.sources import open_parquet
+from odf_core.identity import Multihash
 from odf_core.storage import DatasetLayout
 from odf_core.workspace import DatasetHandle, Workspace
 
 
-def data_files(handle: DatasetHandle, newest_first: bool = False) -> list[str]:
-    keys = []
-    for _, block in handle.chain.iter_blocks():
+@dataclass(frozen=True)
+class DataFile:
+    """A data slice's file and the block that added it (named when the file is missing)."""
+
+    key: str
+    block: Multihash
+    sequence_number: int
+
+
+def data_file_blocks(handle: DatasetHandle, newest_first: bool = False) -> list[DataFile]:
+    found = []
+    for h, block in handle.chain.iter_blocks():
         nd = getattr(block.event, "new_data", None)
         if nd is not None:
-            keys.append(DatasetLayout.data_key(nd.physical_hash))
-    return keys if newest_first else keys[::-1]
+            found.append(DataFile(DatasetLayout.data_key(nd.physical_hash), h, block.sequence_number))
+    return found if newest_first else found[::-1]
+
+
+def data_files(handle: DatasetHandle, newest_first: bool = False) -> list[str]:
+    return [f.key for f in data_file_blocks(handle, newest_first)]
+
+
+def require_files(handle: DatasetHandle, files: list[DataFile]) -> None:
+    """Raise the integrity error of ``odf verify --integrity`` for the first of ``files`` the store lacks."""
+    from odf_core.chain.integrity import missing_file_error
+
+    for f in files:
+        if not handle.store.exists(f.key):
+            raise missing_file_error(str(handle.name), f.key, f.block, f.sequence_number)
 
 
 def tail(handle: DatasetHandle, n: int) -> pa.Table:
     """The last ``n`` records, reading slices from the newest back only as far as needed."""
     parts: list[pa.Table] = []
     have = 0
-    for key in data_files(handle, newest_first=True):
+    for f in data_file_blocks(handle, newest_first=True):
+        key = f.key
+        require_files(handle, [f])
         with handle.store.readable(key) as src, open_parquet(src) as pf:  # not pq.read_table: see open_parquet
             t = pf.read()
         parts.append(t)
@@ -44,71 +69,6 @@ def tail(handle: DatasetHandle, n: int) -> pa.Table:
         return pa.table({})
     table = pa.concat_tables(parts[::-1], promote_options="default")
     return table.slice(max(0, table.num_rows - n))
-
-
-_WRITE = re.compile(r"^\s*(insert|update|delete|merge|create|drop|alter|truncate|set|reset|cache|uncache|"
-                    r"refresh|msck|load|add|analyze)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Token:
-    """A piece of SQL text: ``word`` (letters, digits, ``_ . -``), ``quoted`` (backticks), ``string``, ``comment``,
-    ``space`` or ``other`` (one character)."""
-
-    kind: str
-    text: str
-
-
-_WORD = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.]|-(?!-))*")
-
-
-def tokens(query: str) -> Iterator[Token]:
-    i, n = 0, len(query)
-    while i < n:
-        c = query[i]
-        if c in "'\"`":
-            j = i + 1
-            while j < n and query[j] != c:
-                j += 2 if query[j] == "\\" and c != "`" else 1
-            yield Token("quoted" if c == "`" else "string", query[i:j + 1])
-            i = j + 1
-        elif query.startswith("--", i):
-            j = query.find("\n", i)
-            j = n if j < 0 else j
-            yield Token("comment", query[i:j])
-            i = j
-        elif query.startswith("/*", i):
-            j = query.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            yield Token("comment", query[i:j])
-            i = j
-        elif c.isspace():
-            j = i
-            while j < n and query[j].isspace():
-                j += 1
-            yield Token("space", query[i:j])
-            i = j
-        elif (m := _WORD.match(query, i)) is not None:
-            yield Token("word", m.group(0).rstrip(".-"))
-            i += len(m.group(0).rstrip(".-"))
-        else:
-            yield Token("other", c)
-            i += 1
-
-
-def split_statements(text: str) -> tuple[list[str], str]:
-    """Complete statements (ended by ``;`` outside strings, quotes and comments) and the unfinished rest."""
-    done: list[str] = []
-    current: list[str] = []
-    for t in tokens(text):
-        if t.kind == "other" and t.text == ";":
-            stmt = "".join(current).strip()
-            if stmt:
-                done.append(stmt)
-            current = []
-        else:
-            current.append(t.text)
-    return done, "".join(current)
 
 
 _CTE = re.compile(r"(?:\bwith(?:\s+recursive)?|,)\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\([^()]*\))?\s+as\s*\(", re.I)
@@ -170,24 +130,47 @@ def engine_label(engine) -> str:
 
 def sql(ws: Workspace, query: str, engine, limit: int = 1000) -> pa.Table:
     """Run ``query`` with every dataset registered as a view named after it; names are usable as written."""
-    from odf_core.engine import EngineError, internal_error
-    from odf_core.engine.protocol import EngineInternalError, QueryResponseInvalidQuery, SqlRequest, SqlResult, \
-        SqlTable
+    from odf_core.engine.protocol import SqlRequest, SqlResult, SqlTable
+    from odf_core.engine.responses import unwrap
 
-    if _WRITE.match(query):
-        raise OdfError(f"only read-only queries are allowed: {query.split()[0]!r}")
+    problem = query_problem(query)
+    if problem is not None:  # a friendlier message only: the engine's own gate refuses anything but a query
+        raise OdfError(problem)
     tables = []
     handles = ws.list()
     query = resolve_names(query, [str(h.name) for h in handles])
+    named = referenced_datasets(query, [str(h.name) for h in handles])
+    read: list[tuple[DatasetHandle, list[DataFile]]] = []
     for h in handles:
-        paths = [h.store.local_path(k) or h.store.url_of(k) for k in data_files(h)]
+        if str(h.name) not in named:  # a dataset the query does not name is not read (nor can it break the query)
+            continue
+        files = data_file_blocks(h)
+        read.append((h, files))
+        paths = [h.store.local_path(f.key) or h.store.url_of(f.key) for f in files]
         tables.append(SqlTable(name=str(h.name), data_paths=tuple(paths)))
-    result = engine.execute(SqlRequest(query=query, tables=tuple(tables), limit=limit), what="query")
-    if not isinstance(result, SqlResult):
-        raise EngineError(f"query: the engine answered with {type(result).__name__}")
-    value = result.value
-    if isinstance(value, QueryResponseInvalidQuery):
-        raise OdfError(f"invalid query: {value.message}")
-    if isinstance(value, EngineInternalError):
-        raise internal_error("query", value.message, value.error_class, value.backtrace)
+    try:
+        result = engine.execute(SqlRequest(query=query, tables=tuple(tables), limit=limit), what="query")
+        value = unwrap(result, SqlResult, "query", invalid=lambda message: OdfError(f"invalid query: {message}"))
+    except OdfError:
+        _require_read_files(read)  # checked only when the engine failed: no per-file request on the happy path
+        raise
     return pa.ipc.open_stream(value.arrow_ipc).read_all()
+
+
+def _require_read_files(read: list[tuple[DatasetHandle, list[DataFile]]]) -> None:
+    for h, files in read:
+        require_files(h, files)
+
+
+def referenced_datasets(query: str, names: list[str]) -> set[str]:
+    """The datasets ``query`` names anywhere as a word or a quoted identifier (a superset of those it reads: a
+    column named like a dataset also counts, which only registers a view too many)."""
+    known = {n.lower(): n for n in names}
+    found = set()
+    for t in tokens(query):
+        if t.kind in ("word", "quoted"):
+            bare = t.text.strip("`") if t.kind == "quoted" else t.text
+            for part in (bare, *bare.split(".")):  # `db`.`table` style pieces and the whole
+                if part.lower() in known:
+                    found.add(known[part.lower()])
+    return found

@@ -5,9 +5,10 @@ Every consumer of a snapshot folder (``odf add``, the sync, the Airflow DAG fact
 the model (types, required and unknown properties), the name, and the DDL of every read ``schema``, each problem
 located as ``FILE:LINE: property.path: problem (got VALUE)``.
 
-SQL (transform and preprocess queries) is not parsed here: pure Python cannot parse Spark SQL. The hook
-``check_query`` takes a function that can (an engine's parser); without it queries are first checked by Spark when
-a transform evolves (``set_transform``) or runs.
+SQL (transform and preprocess queries) is not parsed here: pure Python cannot parse Spark SQL. Each must start like a
+query (:mod:`odf_core.engine.sql_text`: an ``INSERT`` or ``DROP`` step is refused here, not at the first pull); the hook
+``check_query`` takes a function that can parse (an engine's parser); without it queries are first checked by Spark
+when a transform evolves (``set_transform``) or runs.
 """
 from __future__ import annotations
 
@@ -107,18 +108,25 @@ def content_problems(doc: SnapshotDoc, snapshot: DatasetSnapshot,
             schema = getattr(ev.read, "schema", None) or ()
             for j, problem in schema_problems(schema):
                 yield doc.error_at(f"invalid DDL column: {problem}", f"{where}.read.schema[{j}]", schema[j])
-            if check_query is not None and ev.preprocess is not None:
+            if ev.preprocess is not None:
                 yield from _query_problems(doc, ev.preprocess, f"{where}.preprocess", check_query)
-        elif isinstance(ev, SetTransform) and check_query is not None:
+        elif isinstance(ev, SetTransform):
             yield from _query_problems(doc, ev.transform, f"{where}.transform", check_query)
 
 
 def _query_problems(doc: SnapshotDoc, transform: TransformSql, where: str,
-                    check_query: QueryCheck) -> Iterator[MetadataError]:
+                    check_query: QueryCheck | None) -> Iterator[MetadataError]:
+    """Each query of a transform: a query at all (no Spark: :mod:`odf_core.engine.sql_text`), then the engine's hook."""
+    from odf_core.engine.sql_text import query_problem
+
     queries = [(f"{where}.query", transform.query)] if transform.query is not None else []
     queries += [(f"{where}.queries[{k}].query", q.query) for k, q in enumerate(transform.queries or ())]
     for path, query in queries:
-        problem = check_query(query)
+        problem = query_problem(query)
+        if problem:
+            yield doc.error_at(problem, path)
+            continue
+        problem = check_query(query) if check_query is not None else None
         if problem:
             yield doc.error_at(f"invalid SQL: {problem}", path)
 

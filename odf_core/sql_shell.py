@@ -10,7 +10,8 @@ import time
 from typing import IO, Callable
 
 from odf_core.errors import OdfError
-from odf_core.query import engine_label, split_statements, sql
+from odf_core.engine.sql_text import split_statements
+from odf_core.query import engine_label, sql
 from odf_core.workspace import Workspace
 
 

@@ -19,7 +19,6 @@ from odf_core.errors import DatasetExists, DatasetNotFound, OdfError
 from odf_core.identity import DatasetAlias, DatasetID, DatasetName, DatasetRef, Multihash
 from odf_core.metadata import (
     AddPushSource,
-    DatasetKind,
     DatasetSnapshot,
     MetadataBlock,
     MetadataEvent,
@@ -246,7 +245,7 @@ class Workspace:
                 inputs.append(TransformInput(dataset_ref=did.to_did_odf(), alias=inp.alias or inp.dataset_ref))
             transform = ev.transform.normalized()
             if transform.engine.lower() == "spark" and transform.version is None:
-                from odf_core.transform.engine_version import engine_version
+                from odf_core.engine.version import engine_version
 
                 transform = transform.replace(version=engine_version())
             return ev.replace(inputs=tuple(inputs), transform=transform)

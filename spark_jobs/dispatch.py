@@ -21,7 +21,7 @@ from spark_jobs.ingest.kept import KeptReads
 
 
 def engine_version() -> str:
-    from odf_core.transform.engine_version import engine_version as version
+    from odf_core.engine.version import engine_version as version
 
     return version()
 

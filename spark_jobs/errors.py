@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from odf_core.engine.protocol import EngineInternalError
 
@@ -171,12 +171,43 @@ def os_error(exc: BaseException) -> tuple[str, str] | None:
 
 
 def internal_error(exc: BaseException) -> EngineInternalError:
-    """The engine's answer to a failure that is not the user's. A full disk is named as such (``[ENOSPC] no space
-    left on device``, error class ``ENOSPC``), so the coordinator can say where it was writing."""
+    """The engine's answer to a failure that is not the user's. A full disk is named as such (message ``no space
+    left on device``, error class ``ENOSPC``: one of ``DISK_ERROR_CLASSES``), so the coordinator can say where it was
+    writing."""
     backtrace = "".join(traceback.format_exception(exc))
     disk = os_error(exc)
     if disk is not None:
-        return EngineInternalError(message=f"[{disk[0]}] {disk[1]}", error_class=disk[0], backtrace=backtrace)
+        return EngineInternalError(message=disk[1], error_class=disk[0], backtrace=backtrace)
     err = innermost(exc)
     message = user_message(exc) if err is not None else f"{type(exc).__name__}: {_clean(str(exc))}"
     return EngineInternalError(message=message, error_class=err.condition if err else None, backtrace=backtrace)
+
+
+R = TypeVar("R")
+
+
+def always_answer(run: Callable[[], R], *, invalid: Callable[[Exception], R],
+                  internal: Callable[[EngineInternalError], R] = lambda e: e,  # type: ignore[assignment,return-value]
+                  rejected: tuple[type[Exception], ...] = (InvalidQuery,), user_errors: str | None = "",
+                  explain: Callable[[Exception], R | None] | None = None) -> R:
+    """``run()``, or the answer to its failure: the engine never raises out of a request. ``rejected`` (our own checks)
+    and, unless ``user_errors`` is None, a Spark error that is the user's (its message after the ``user_errors``
+    prefix, as an :class:`InvalidQuery`) answer ``invalid``; ``explain`` may name the user's mistake behind any other
+    failure first; everything else is the engine's own failure (:func:`internal_error`: one line and a trace)."""
+    try:
+        return run()
+    except rejected as e:
+        return invalid(e)
+    except EngineFailure as e:
+        return internal(EngineInternalError(message=str(e)))
+    except Exception as e:  # noqa: BLE001 - the engine always answers
+        if explain is not None:
+            try:
+                explained = explain(e)
+            except Exception:  # noqa: BLE001 - explaining is best effort: the failure itself is reported
+                explained = None
+            if explained is not None:
+                return explained
+        if user_errors is not None and is_user_error(e):
+            return invalid(InvalidQuery(user_errors + user_message(e)))
+        return internal(internal_error(e))

@@ -6,6 +6,13 @@ group; at most ``--max-concurrency`` run at once and as many more wait, beyond t
 RESOURCE_EXHAUSTED ("engine busy"). A client that cancels or disconnects (an Airflow task killed) cancels its
 request's Spark jobs, and the request's outputs are removed. SIGTERM stops accepting calls, lets running requests
 finish for ``--drain-s`` seconds, cancels the rest, removes their outputs and stops Spark. Ready = accepting TCP.
+
+Security (docs/security.md): with ``--token-file`` every call of both services, Health too, must carry
+``authorization: Bearer <token>`` (else UNAUTHENTICATED, before the request is even decoded); ``--tls-cert/--tls-key``
+serve TLS, ``--tls-client-ca`` demands a client certificate; ``--socket`` serves on a Unix socket of mode 0600 only.
+Every path a request names must lie under an allowed root (:mod:`odf_core.engine.confinement`; else
+PERMISSION_DENIED, nothing read or written); a request running past ``--request-timeout`` is cancelled like a
+client's cancel (DEADLINE_EXCEEDED). Requests larger than ``wire.MAX_REQUEST_BYTES`` are refused by gRPC.
 """
 from __future__ import annotations
 
@@ -17,9 +24,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 log = logging.getLogger("odf.engine.server")
 
@@ -31,7 +39,11 @@ class Running:
     outputs: tuple[str, ...]
     cancelled: bool = False
     done: bool = False
+    timed_out: bool = False
     started: float = field(default_factory=time.monotonic)
+
+
+DEFAULT_REQUEST_TIMEOUT_S = 6 * 3600.0
 
 
 def outputs_of(request: Any) -> tuple[str, ...]:
@@ -66,14 +78,50 @@ def describe(request: Any) -> str:
     return type(request).__name__
 
 
+def token_check(token: str) -> Any:
+    """A server interceptor: a call without the engine's bearer token is refused with UNAUTHENTICATED before its
+    request is decoded or anything runs (both services, Health included)."""
+    import grpc
+
+    from odf_core.engine.credentials import token_matches
+
+    class TokenCheck(grpc.ServerInterceptor):
+        def intercept_service(self, continuation: Any, details: Any) -> Any:
+            handler = continuation(details)
+            if handler is None or token_matches(details.invocation_metadata, token):
+                return handler
+            log.warning("%s: refused a call without the engine's token", details.method)
+
+            def deny(_request: Any, context: Any) -> Any:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                              "missing or wrong engine token (authorization: Bearer <token>)")
+
+            make = grpc.unary_stream_rpc_method_handler if handler.response_streaming \
+                else grpc.unary_unary_rpc_method_handler
+            return make(deny)  # no deserializer: the request's bytes are never decoded
+
+    return TokenCheck()
+
+
 class EngineServer:
-    def __init__(self, spark: Any, host: str, port: int, max_concurrency: int, drain_s: float) -> None:
+    def __init__(self, spark: Any, host: str, port: int, max_concurrency: int, drain_s: float, *,
+                 security: Any = None, roots: Any = None, socket_path: str | None = None,
+                 request_timeout_s: float | None = DEFAULT_REQUEST_TIMEOUT_S) -> None:
+        """``security``: a :class:`~odf_core.engine.credentials.ServerSecurity` (token, TLS); ``roots``: the
+        :class:`~odf_core.engine.confinement.AllowedRoots` (default: working, temp and staging directories);
+        ``socket_path``: serve on that Unix socket (mode 0600) instead of ``host:port``."""
         import grpc
 
         from odf_core.engine import wire
+        from odf_core.engine.confinement import AllowedRoots
+        from odf_core.engine.credentials import ServerSecurity
         from spark_jobs.ingest.kept import KeptReads
 
         self.spark, self.max_concurrency, self.drain_s = spark, max(1, max_concurrency), drain_s
+        self.security = security or ServerSecurity()
+        self.roots = roots or AllowedRoots.parse(None)
+        self.request_timeout_s = request_timeout_s
+        self.socket_path = socket_path
         self.kept = KeptReads()
         self.started = time.monotonic()
         self._running: dict[str, Running] = {}
@@ -82,8 +130,10 @@ class EngineServer:
         self._slots = threading.Semaphore(self.max_concurrency)
         self._stopping = False
         workers = 2 * self.max_concurrency + 2  # running + waiting + two for health checks
+        interceptors = [token_check(self.security.token)] if self.security.token else []
         self.server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="odf-engine"),
-                                  options=wire.channel_options(), maximum_concurrent_rpcs=workers)
+                                  interceptors=interceptors, options=wire.server_options(),
+                                  maximum_concurrent_rpcs=workers)
         ser, de = wire.serializer, wire.deserializer
         self.server.add_generic_rpc_handlers((
             grpc.method_handlers_generic_handler(wire.SPEC_SERVICE, {
@@ -101,10 +151,53 @@ class EngineServer:
                     self._health, request_deserializer=de("Envelope"), response_serializer=ser("Envelope")),
             }),
         ))
-        bound = self.server.add_insecure_port(f"{host}:{port}")
-        if bound == 0:
-            raise OSError(f"cannot listen on {host}:{port}")
-        self.port = bound
+        if socket_path:
+            self.port = self._bind_socket(socket_path)
+        else:
+            address = f"{host}:{port}"
+            if self.security.tls:
+                creds = grpc.ssl_server_credentials([(self.security.key, self.security.cert)],
+                                                    root_certificates=self.security.client_ca,
+                                                    require_client_auth=self.security.client_ca is not None)
+                bound = self.server.add_secure_port(address, creds)
+            else:
+                bound = self.server.add_insecure_port(address)
+            if bound == 0:
+                raise OSError(f"cannot listen on {address}")
+            self.port = bound
+
+    def _bind_socket(self, path: str) -> int:
+        """Listen on a Unix socket only its owner may open: created under umask 0177 (no moment with a wider mode),
+        then set to 0600 explicitly. A stale socket left by a dead engine is replaced; a live one is not."""
+        import socket
+        import stat
+
+        if os.path.lexists(path):
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                raise OSError(f"--socket {path}: exists and is not a socket")
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(path)
+                except OSError:
+                    os.remove(path)  # nobody listens: a dead engine's
+                else:
+                    raise OSError(f"--socket {path}: another engine is listening there")
+        old = os.umask(0o177)  # process-wide for this moment: a file another thread creates now gets 0600, no wider
+        try:
+            bound = self.server.add_insecure_port(f"unix:{path}")
+        finally:
+            os.umask(old)
+        if bound == 0 or not os.path.exists(path):
+            raise OSError(f"cannot listen on the Unix socket {path}")
+        os.chmod(path, 0o600)
+        return 0
+
+    @property
+    def url(self) -> str:
+        """What clients name: ``unix:///path``, ``grpcs://127.0.0.1:PORT`` or ``grpc://…``."""
+        if self.socket_path:
+            return f"unix://{os.path.abspath(self.socket_path)}"
+        return f"{'grpcs' if self.security.tls else 'grpc'}://127.0.0.1:{self.port}"
 
     # -- handlers -------------------------------------------------------------------------------------------------
 
@@ -121,12 +214,26 @@ class EngineServer:
                               f"(max-concurrency {self.max_concurrency})")
             self._waiting += 1
 
+    def _confine(self, request: Any, context: Any) -> None:
+        """Refuse (PERMISSION_DENIED) a request naming a path outside the allowed roots, before anything runs."""
+        import grpc
+
+        from odf_core.engine.confinement import PathRefused
+
+        try:
+            self.roots.check(request, describe(request))
+        except PathRefused as e:
+            log.warning("%s", e)
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
+
     def _run(self, request: Any, context: Any, handler: Callable[[Any], Any]) -> Any:
-        """Run one request in its own job group; cancelled with its call, outputs removed when it does not answer."""
+        """Run one request in its own job group; cancelled with its call or past the request timeout, outputs
+        removed when it does not answer."""
         import grpc
 
         from spark_jobs.session import cancel, job_group
 
+        self._confine(request, context)
         self._admit(context)
         rid = uuid.uuid4().hex[:12]
         try:
@@ -151,6 +258,18 @@ class EngineServer:
                 state.cancelled = True
                 threading.Thread(target=keep_cancelling, name=f"cancel-{rid}", daemon=True).start()
 
+        def expire() -> None:  # the engine's own deadline: cancelled as a client's cancel is
+            if not state.done:
+                state.timed_out = True
+                on_done()
+
+        timer = None
+        if self.request_timeout_s:
+            timer = threading.Timer(self.request_timeout_s, expire)
+            timer.daemon = True
+            timer.start()
+        timeout_message = (f"the request ran longer than the engine's --request-timeout of "
+                           f"{self.request_timeout_s or 0:g} s and was cancelled; its outputs were removed")
         context.add_callback(on_done)
         try:
             if not context.is_active():
@@ -158,6 +277,8 @@ class EngineServer:
                 raise RuntimeError("cancelled before it started")
             with job_group(self.spark, what, state.group):
                 response = handler(request)
+            if state.timed_out:
+                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, timeout_message)
             if state.cancelled or not context.is_active():
                 state.cancelled = True
                 context.abort(grpc.StatusCode.CANCELLED, "the request was cancelled")
@@ -169,9 +290,14 @@ class EngineServer:
         except Exception:
             if state.cancelled:
                 self._remove_outputs(state)
-                log.info("%s: cancelled after %.2f s, its outputs removed", what, time.monotonic() - state.started)
+                log.info("%s: %s after %.2f s, its outputs removed", what,
+                         "timed out" if state.timed_out else "cancelled", time.monotonic() - state.started)
+            if state.timed_out:
+                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, timeout_message)
             raise
         finally:
+            if timer is not None:
+                timer.cancel()
             state.done = True
             with self._lock:
                 self._running.pop(rid, None)
@@ -261,13 +387,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-concurrency", type=int, default=4)
     p.add_argument("--drain-s", type=float, default=30.0)
     p.add_argument("--pid-file")
+    p.add_argument("--token-file")
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
+    p.add_argument("--tls-client-ca")
+    p.add_argument("--socket")
+    p.add_argument("--allow-path", action="append", default=[])
+    p.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S)
+    p.add_argument("--insecure", action="store_true")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    from odf_core.engine.base import EngineError
+    from odf_core.engine.confinement import AllowedRoots
+    from odf_core.engine.credentials import ServerSecurity, listen_problem
+
+    try:  # the engine checks its own settings too (server.py may be started without the launcher)
+        security = ServerSecurity.load(token_file=args.token_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
+                                       tls_client_ca=args.tls_client_ca)
+        roots = AllowedRoots.parse(args.allow_path)
+    except EngineError as e:
+        print(f"odf engine: error: {e}", file=sys.stderr)
+        return 2
+    problem = None if args.socket else listen_problem(args.host, security, insecure=args.insecure)
+    if problem:
+        print(f"odf engine: error: {problem}", file=sys.stderr)
+        return 2
     from spark_jobs.session import create_session
     from spark_jobs.transform import plan_cache
 
     spark = create_session("odf-engine")
-    server = EngineServer(spark, args.host, args.port, args.max_concurrency, args.drain_s)
+    server = EngineServer(spark, args.host, args.port, args.max_concurrency, args.drain_s, security=security,
+                          roots=roots, socket_path=args.socket, request_timeout_s=args.request_timeout or None)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -280,8 +430,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pid_file:
         with open(args.pid_file, "w") as f:
             f.write(str(os.getpid()))
-    log.info("odf engine listening on %s:%d (Spark %s, master %s, max-concurrency %d)", args.host, server.port,
-             spark.version, spark.sparkContext.master, server.max_concurrency)
+    where = f"unix:{args.socket}" if args.socket else f"{args.host}:{server.port}"
+    log.info("odf engine listening on %s (Spark %s, master %s, max-concurrency %d; %s, %s%s)", where,
+             spark.version, spark.sparkContext.master, server.max_concurrency, "TLS" if security.tls else "no TLS",
+             "token required" if security.token else "no token",
+             ", client certificate required" if security.client_ca else "")
+    log.info("allowed roots: %s", roots.describe())
     while not stop.wait(1.0):
         pass
     server.shutdown()

@@ -10,6 +10,12 @@ from pathlib import Path
 import pytest
 
 from odf_core.engine.spark_conf import DRIVER_CONF
+from tests.hypothesis_profiles import load as load_hypothesis_profile
+
+load_hypothesis_profile()  # HYPOTHESIS_PROFILE (tests/hypothesis_profiles.py), before any test module is imported
+
+# the tiers' markers are checked against what each test really does (tests/tiers.py)
+pytest_plugins = ["tests.tiers"]
 
 # spark-submit and the pyspark launcher are found through the venv's bin directory.
 _VENV_BIN = str(Path(sys.executable).parent)
@@ -52,10 +58,6 @@ def spark():
 
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "cluster: runs jobs on a Spark standalone cluster (master + worker JVMs on "
-                                       "loopback, one per test session)")
-
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory):
@@ -96,6 +98,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         tr.write_line(f"    {r.nodeid}")
     tr.write_line(f"To test these paths: {PODMAN_INSTALL}", bold=True)
     tr.write_sep("!", red=True, bold=True)
+
+
+@pytest.fixture
+def odf_cli(tmp_path):
+    """``odf`` commands run in this process, in ``tmp_path`` (tests/cli_process.py)."""
+    from tests.cli_process import OdfCli
+
+    return OdfCli(tmp_path, {}, process=False)
+
+
+@pytest.fixture
+def odf_process(tmp_path):
+    """The real ``odf`` console script, run in child processes in ``tmp_path`` (tests/cli_process.py)."""
+    from tests.cli_process import OdfCli
+
+    return OdfCli(tmp_path, {}, process=True)
 
 
 @pytest.fixture(scope="session")

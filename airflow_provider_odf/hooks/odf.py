@@ -4,6 +4,10 @@ An ``odf`` connection holds the workspace URL (extra ``workspace``), object-stor
 optionally names a standard ``spark`` connection (extra ``spark_conn_id``) for the master. Unlike the Spark
 provider, a missing or empty Spark connection is an error naming it: silently falling back to ``yarn`` would send
 jobs somewhere nobody configured. No Spark connection at all means ``local[*]``.
+
+A warm engine (extra ``engine_url``: ``grpc://``, ``grpcs://`` or ``unix://``) is called with the connection's
+password as its token and, for ``grpcs://``, extras ``engine_ca`` (and ``engine_client_cert``/``engine_client_key`` for
+mutual TLS) naming PEM files on the worker; unset ones fall back to the ``ODF_ENGINE_*`` variables (docs/security.md).
 """
 from __future__ import annotations
 
@@ -52,6 +56,8 @@ class OdfSettings:
     engine_options: dict[str, Any] = field(default_factory=dict)
     engine_url: str | None = None  # a long-lived engine (``odf engine serve``): grpc://HOST:PORT
     aws_conn_id: str | None = None  # an ``aws`` connection: S3 credentials/endpoint of the workspace and remotes
+    engine_token: str | None = field(default=None, repr=False)  # the connection's password when engine_url is set
+    engine_tls_files: dict[str, str] = field(default_factory=dict)  # engine_ca/_client_cert/_client_key -> path
 
 
 # -- pure parsing of Connection objects (no Airflow state) --------------------------------------------------------
@@ -108,7 +114,8 @@ def odf_settings(conn: Any) -> OdfSettings:
         )
     workspace = workspace.strip()
     storage = _json_object(cid, "storage_options", _field(extra, "odf", "storage_options"))
-    if conn.login or conn.password:
+    engine_url, engine_token, tls_files = _engine_fields(conn, extra)
+    if conn.login or (conn.password and not engine_url):
         scheme = workspace.split("://", 1)[0].lower() if "://" in workspace else "file"
         if scheme not in _CREDENTIAL_OPTIONS:
             raise OdfConnectionError(
@@ -118,7 +125,7 @@ def odf_settings(conn: Any) -> OdfSettings:
         key_opt, secret_opt = _CREDENTIAL_OPTIONS[scheme]
         if conn.login:
             storage[key_opt] = conn.login
-        if conn.password:
+        if conn.password and not engine_url:
             storage[secret_opt] = conn.password
     spark_conn_id = _field(extra, "odf", "spark_conn_id")
     if spark_conn_id is not None and not isinstance(spark_conn_id, str):
@@ -129,17 +136,70 @@ def odf_settings(conn: Any) -> OdfSettings:
         raise OdfConnectionError(
             f"connection '{cid}': unknown engine_options {sorted(unknown)} (allowed: {sorted(_ENGINE_OPTIONS)})"
         )
-    engine_url = _field(extra, "odf", "engine_url")
-    if engine_url not in (None, ""):
-        if not isinstance(engine_url, str) or not re.match(r"^grpc://[^/:\s]+:\d+/?$", engine_url.strip()):
-            raise OdfConnectionError(f"connection '{cid}': engine_url must look like grpc://HOST:PORT, got "
-                                     f"{engine_url!r}")
-        engine_url = engine_url.strip()
     aws_conn_id = _field(extra, "odf", "aws_conn_id")
     if aws_conn_id is not None and not isinstance(aws_conn_id, str):
         raise OdfConnectionError(f"connection '{cid}': aws_conn_id must be a string, got {aws_conn_id!r}")
-    return OdfSettings(cid, workspace, storage, (spark_conn_id or "").strip() or None, engine, engine_url or None,
-                       (aws_conn_id or "").strip() or None)
+    return OdfSettings(cid, workspace, storage, (spark_conn_id or "").strip() or None, engine, engine_url,
+                       (aws_conn_id or "").strip() or None, engine_token, tls_files)
+
+
+_ENGINE_TLS_FIELDS = ("engine_ca", "engine_client_cert", "engine_client_key")
+
+
+def _engine_fields(conn: Any, extra: dict[str, Any]) -> tuple[str | None, str | None, dict[str, str]]:
+    """``engine_url`` (checked by the client's own URL parser), the token (the password, when an engine is named:
+    login must then be empty) and the TLS file extras."""
+    from odf_core.engine.base import EngineError
+    from odf_core.engine.wire import parse_url
+
+    cid = conn.conn_id
+    url = _field(extra, "odf", "engine_url")
+    if url in (None, ""):
+        return None, None, {}
+    try:
+        if not isinstance(url, str):
+            raise EngineError(url)
+        parse_url(url)
+    except EngineError:
+        raise OdfConnectionError(f"connection '{cid}': engine_url must look like grpc://HOST:PORT, got {url!r} "
+                                 "(also accepted: grpcs://HOST:PORT for TLS, unix:///PATH)") from None
+    if conn.login:
+        raise OdfConnectionError(f"connection '{cid}': with engine_url set the password is the engine's token and "
+                                 "login must be empty; give object-store credentials through aws_conn_id or "
+                                 "storage_options")
+    files: dict[str, str] = {}
+    for name in _ENGINE_TLS_FIELDS:
+        value = _field(extra, "odf", name)
+        if value in (None, ""):
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise OdfConnectionError(f"connection '{cid}': {name} must be a file path, got {value!r}")
+        files[name] = value.strip()
+    return url.strip(), conn.password or None, files
+
+
+def engine_credentials(settings: OdfSettings) -> Any:
+    """The client credentials of the connection's engine: its password as the token, its TLS file extras, and the
+    ``ODF_ENGINE_*`` variables for what it leaves unset. A missing file is an error naming the connection."""
+    from odf_core.engine.base import EngineError
+    from odf_core.engine.credentials import (
+        CA_FILE_ENV,
+        CLIENT_CERT_ENV,
+        CLIENT_KEY_ENV,
+        TOKEN_FILE_ENV,
+        ClientCredentials,
+    )
+
+    f, env = settings.engine_tls_files, os.environ
+    try:
+        creds = ClientCredentials.load(
+            token_file=None if settings.engine_token else env.get(TOKEN_FILE_ENV) or None,
+            ca_file=f.get("engine_ca") or env.get(CA_FILE_ENV) or None,
+            cert_file=f.get("engine_client_cert") or env.get(CLIENT_CERT_ENV) or None,
+            key_file=f.get("engine_client_key") or env.get(CLIENT_KEY_ENV) or None)
+    except EngineError as e:
+        raise OdfConnectionError(f"odf connection '{settings.conn_id}': {e}") from None
+    return replace(creds, token=settings.engine_token) if settings.engine_token else creds
 
 
 def aws_storage_options(conn: Any) -> dict[str, Any]:
@@ -304,8 +364,9 @@ class OdfHook(BaseHook):
         timeouts = [t for t in (s.timeout_s, timeout_s) if t]
         timeout = min(timeouts) if timeouts else None
         if odf.engine_url:
-            self.log.info("engine %s (connection '%s')", odf.engine_url, odf.conn_id)
-            return remote_engine(odf.engine_url, timeout_s=timeout)
+            self.log.info("engine %s (connection '%s'%s)", odf.engine_url, odf.conn_id,
+                          ", with a token" if odf.engine_token else "")
+            return remote_engine(odf.engine_url, timeout_s=timeout, credentials=engine_credentials(odf))
         self.log.info("Spark master %s (%s)", s.master, f"connection '{s.conn_id}'" if s.conn_id else "default")
         return SubmitEngine(master=s.master, conf=dict(s.conf), spark_submit=s.spark_submit, timeout_s=timeout)
 

@@ -51,6 +51,9 @@ class OdfBlockOutputDatasetFacet(OutputDatasetFacet):
     engine: str | None = attr.field(default=None)
     queries: list[dict[str, Any]] | None = attr.field(default=None)
     inputs: list[dict[str, Any]] | None = attr.field(default=None)
+    # an ingest's rows dropped for repeating the Ledger primary key of an earlier row of the same input (not recorded
+    # in the block: conformance D1)
+    duplicateKeyRowsDropped: int | None = attr.field(default=None)  # noqa: N815
 
     @staticmethod
     def _get_schema() -> str:

@@ -63,9 +63,10 @@ def _dataset_facets(ident: DatasetIdentity, version: str | None) -> dict[str, An
     return facets
 
 
-def _block_facet(p: BlockProvenance) -> OdfBlockOutputDatasetFacet:
+def _block_facet(p: BlockProvenance, duplicates_dropped: int | None = None) -> OdfBlockOutputDatasetFacet:
     s = p.source_state
     return OdfBlockOutputDatasetFacet(
+        duplicateKeyRowsDropped=duplicates_dropped,
         block=p.block, sequenceNumber=p.sequence_number, event=p.event, systemTime=p.system_time,
         prevBlock=p.prev_block, offsetInterval=_interval(p.offsets), records=p.records, logicalHash=p.logical_hash,
         watermark=p.watermark,
@@ -90,14 +91,15 @@ class Namer:
     def ident(self, dataset: str) -> DatasetIdentity | None:
         return _quiet(lambda: identity(self.ws.get(dataset)) if self.ws is not None else None)
 
-    def output(self, dataset: str, block: BlockProvenance | None = None) -> OutputDataset:
+    def output(self, dataset: str, block: BlockProvenance | None = None,
+               duplicates_dropped: int | None = None) -> OutputDataset:
         n = self.name(dataset)
         ident = block.dataset if block is not None else self.ident(dataset)
         if ident is None:
             return OutputDataset(namespace=n.namespace, name=n.name)
         out_facets: dict[str, Any] = {}
         if block is not None:
-            out_facets["odfBlock"] = _block_facet(block)
+            out_facets["odfBlock"] = _block_facet(block, duplicates_dropped)
             out_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
                 rowCount=block.records, size=block.size, fileCount=1 if block.size is not None else 0)
         return OutputDataset(namespace=n.namespace, name=n.name,
@@ -156,10 +158,11 @@ def ingest_step(ws: "Workspace | None", asset_namespace: str, dataset: str) -> O
 
 
 def committed(ws: "Workspace | None", asset_namespace: str, dataset: str, block: str | None, *,
-              inputs: Sequence[InputDataset] = ()) -> OperatorLineage:
+              inputs: Sequence[InputDataset] = (), duplicates_dropped: int | None = None) -> OperatorLineage:
     """A task that committed ``block`` (None: nothing committed, e.g. a failure) to ``dataset``.
 
     Transformations name their input datasets (with the exact blocks read); roots name ``inputs`` (their source).
+    ``duplicates_dropped``: an ingest's rows dropped for repeating a Ledger key inside the input (not in the block).
     """
     namer = Namer(ws, asset_namespace)
     prov = _quiet(lambda: block_provenance(ws, dataset, block)) if (block and ws is not None) else None
@@ -172,7 +175,8 @@ def committed(ws: "Workspace | None", asset_namespace: str, dataset: str, block:
         ins = [namer.input(n) for n in _input_names(ws, dataset)]
     else:
         ins = list(inputs)
-    return OperatorLineage(inputs=ins, outputs=[namer.output(dataset, prov)], job_facets=job_facets)
+    return OperatorLineage(inputs=ins, outputs=[namer.output(dataset, prov, duplicates_dropped)],
+                           job_facets=job_facets)
 
 
 def _is_derivative(ws: "Workspace | None", dataset: str) -> bool:

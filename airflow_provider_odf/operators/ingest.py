@@ -130,14 +130,28 @@ class OdfReadOperator(_TxnStep):
 
 
 class OdfMergeOperator(_TxnStep):
-    """Merge the staged batch with the dataset's history (merge strategy) into the new data slice."""
+    """Merge the staged batch with the dataset's history (merge strategy) into the new data slice.
+
+    :param duplicates: Ledger sources, rows repeating the primary key of an earlier row of the same input: ``first``
+        (default) keeps the first per key and reports how many were dropped; ``error`` fails the task (nothing is
+        committed). See ``odf_core.ingest.IngestOptions``.
+    """
+
+    template_fields: Sequence[str] = ("dataset", "duplicates")
+
+    def __init__(self, *, dataset: str, duplicates: str = "first", **kwargs: Any) -> None:
+        super().__init__(dataset=dataset, **kwargs)
+        self.duplicates = duplicates
 
     def execute(self, context: "Context") -> None:
+        from odf_core.ingest import IngestOptions
+
         txn = self.transaction(context)
-        result = _steps().merge(self.workspace(), txn, self.engine())
+        result = _steps().merge(self.workspace(), txn, self.engine(), options=IngestOptions(self.duplicates))
         interval = result.offset_interval
         where = f"offsets {interval[0]}..{interval[1]}" if interval else "no new records"
-        self.log.info("%s: %d record(s) after merge, %s", self.dataset, result.num_records, where)
+        self.log.info("%s: %d record(s) after merge, %s%s", self.dataset, result.num_records, where,
+                      result.duplicates_note())
 
 
 class OdfCommitOperator(_ContinuesTransaction, OdfCommittingOperator):
@@ -149,6 +163,7 @@ class OdfCommitOperator(_ContinuesTransaction, OdfCommittingOperator):
     def __init__(self, *, dataset: str, txn_from: str | None = None, **kwargs: Any) -> None:
         super().__init__(dataset=dataset, **kwargs)
         self.txn_from = txn_from
+        self.duplicates_dropped: int | None = None  # set by execute: what lineage reports
 
     def execute(self, context: "Context") -> dict[str, Any]:
         txn = self.transaction(context)
@@ -159,7 +174,7 @@ class OdfCommitOperator(_ContinuesTransaction, OdfCommittingOperator):
         from airflow_provider_odf.lineage import openlineage as ol
 
         return ol.committed(ws, self.lineage_namespace, self.dataset, self.committed_block,
-                            inputs=ol.source_input(ws, self.dataset))
+                            inputs=ol.source_input(ws, self.dataset), duplicates_dropped=self.duplicates_dropped)
 
 
 class OdfPushIngestOperator(OdfCommittingOperator):
@@ -171,15 +186,18 @@ class OdfPushIngestOperator(OdfCommittingOperator):
 
     :param path: file, folder or URL to ingest (templated, e.g. ``{{ params.path }}``).
     :param source: push source name (None: the dataset's only one).
+    :param duplicates: Ledger sources: ``first`` or ``error``, as :class:`OdfMergeOperator`'s.
     """
 
-    template_fields: Sequence[str] = ("dataset", "path", "source")
+    template_fields: Sequence[str] = ("dataset", "path", "source", "duplicates")
 
     def __init__(self, *, dataset: str, path: str, source: str | None = None, odf_conn_id: str = DEFAULT_CONN,
-                 **kwargs: Any) -> None:
+                 duplicates: str = "first", **kwargs: Any) -> None:
         super().__init__(dataset=dataset, odf_conn_id=odf_conn_id, **kwargs)
         self.path = path
         self.source = source
+        self.duplicates = duplicates
+        self.duplicates_dropped: int | None = None  # set by execute: what lineage reports
 
     def execute(self, context: "Context") -> dict[str, Any]:
         if not self.path or not str(self.path).strip():
@@ -187,9 +205,11 @@ class OdfPushIngestOperator(OdfCommittingOperator):
         key = push_key(context, self.dataset)
         self.log.info("%s: pushing %s (source %s, transaction %s)", self.dataset, self.path,
                       self.source or "<default>", key)
+        from odf_core.ingest import IngestOptions
+
         result = _steps().push(self.workspace(), self.dataset, str(self.path), source=self.source or None,
                                engine=self.engine(), txn_id=key,
-                               not_before=first_try_bound(context))
+                               not_before=first_try_bound(context), options=IngestOptions(self.duplicates))
         if result.already_ingested:
             self.log.info("%s: already ingested in block %s by an earlier try (transaction %s): nothing pushed",
                           self.dataset, result.block_hash, key)
@@ -199,7 +219,7 @@ class OdfPushIngestOperator(OdfCommittingOperator):
         from airflow_provider_odf.lineage import openlineage as ol
 
         return ol.committed(ws, self.lineage_namespace, self.dataset, self.committed_block,
-                            inputs=ol.path_input(self.path))
+                            inputs=ol.path_input(self.path), duplicates_dropped=self.duplicates_dropped)
 
 
 def push_key(context: "Context", dataset: str) -> str:
@@ -224,4 +244,6 @@ def first_try_bound(context: "Context") -> "Timestamp | None":
 def _report_commit(op: OdfCommittingOperator, result: Any, context: "Context") -> dict[str, Any]:
     if getattr(result, "block_hash", None) is None:
         raise AirflowSkipException(f"{op.dataset}: nothing new to commit, head stays {result.head}")
+    # lineage: only when some were; the task log already has odf.ingest's WARNING with a key (no second line)
+    op.duplicates_dropped = getattr(result, "duplicates_dropped", 0) or None  # type: ignore[attr-defined]
     return op.report_commit(context, result)

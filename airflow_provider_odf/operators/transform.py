@@ -35,7 +35,10 @@ class OdfTransformOperator(OdfCommittingOperator):
 
         tid = txn_id(context["dag"].dag_id, context["run_id"], self.dataset)
         self.log.info("%s: transforming new input data (transaction %s)", self.dataset, tid)
-        result = transform.run(self.workspace(), self.dataset, engine=self.engine(), txn_id=tid)
+        try:
+            result = transform.run(self.workspace(), self.dataset, engine=self.engine(), txn_id=tid)
+        except transform.EngineUpgradeNeeded as e:  # retries cannot help: the operator's choice is needed
+            raise AirflowFailException(str(e)) from None
         if result is None:
             empty = transform.input_without_data(self.workspace(), self.dataset)
             raise AirflowSkipException(f"{self.dataset}: input '{empty}' has no data yet, nothing to transform"

@@ -131,9 +131,20 @@ def _check_files(store, ev, state: ChainState, physical_hash, logical_hash_file,
     return None
 
 
+def missing_file(key: str) -> str:
+    """The problem of a file a block names that the store lacks."""
+    return f"file {key} is missing"
+
+
+def missing_file_error(dataset: str, key: str, block: Multihash, sequence_number: int) -> OdfError:
+    """What ``odf verify --integrity`` says of a missing file, for the commands that find it while reading it
+    (``odf tail``, ``odf sql``): one line, the same words."""
+    return OdfError(f"{dataset}: {IntegrityReport().fail(missing_file(key), block, sequence_number).summary()}")
+
+
 def _check_physical(store: ObjectStore, key: str, expected: Multihash, size: int, physical_hash) -> str | None:
     if not store.exists(key):
-        return f"file {key} is missing"
+        return missing_file(key)
     actual_size = store.size(key)
     if actual_size != size:
         return f"file {key} is {actual_size} bytes, the block records {size}"

@@ -35,6 +35,7 @@ from odf_core.metadata import (
     decode_block,
     encode_block,
 )
+from odf_core.metadata.manifests import BLOCK_VERSION_ALIGNED
 from odf_core.storage import DatasetLayout, ObjectNotFound, ObjectStore, crash_point
 
 log = logging.getLogger("odf.chain")
@@ -168,11 +169,20 @@ class MetadataChain:
     # -- writes -------------------------------------------------------------------------------------------------
 
     def append(self, block: MetadataBlock, *, state: ChainState | None = None) -> Multihash:
-        """Validate and append ``block``; :class:`~odf_core.errors.RefConflict` if the head moved meanwhile."""
+        """Validate and append ``block`` (encoded in its manifest version); :class:`~odf_core.errors.RefConflict` if
+        the head moved meanwhile."""
+        return self._append(block, encode_block(block), state)
+
+    def append_bytes(self, raw: bytes, *, state: ChainState | None = None) -> Multihash:
+        """Validate and append a block received as bytes, stored and hashed exactly as received: never re-encoded,
+        so another writer's layout, a newer manifest version and fields this version does not know all survive."""
+        raw = bytes(raw)
+        return self._append(decode_block(raw, "block to append"), raw, state)
+
+    def _append(self, block: MetadataBlock, raw: bytes, state: ChainState | None) -> Multihash:
         state = state if state is not None else self.state()
         self._check_against_head(state)
         validate_append(state, block)
-        raw = encode_block(block)
         block_hash = Multihash.sha3_256(raw)
         key = DatasetLayout.block_key(block_hash)
         published = self.store.put_if_absent(key, raw)
@@ -208,7 +218,9 @@ class MetadataChain:
             if isinstance(ev, AddData) and ev.new_source_state is not None:
                 facts["source_state"] = ev.new_source_state
         elif isinstance(ev, SetDataSchema):
-            facts["schema"] = ev.schema
+            from odf_core.metadata.data_schema_arrow import arrow_schema_bytes
+
+            facts["schema"] = arrow_schema_bytes(ev)
         elif isinstance(ev, SetPollingSource):
             facts["polling_source"] = ev
         elif isinstance(ev, SetTransform):
@@ -238,4 +250,8 @@ class MetadataChain:
             sequence_number=state.sequence_number + 1,
             event=event,
         )
+        if block.manifest_version >= BLOCK_VERSION_ALIGNED:  # written as the current reference writes
+            from odf_core.metadata.data_schema_arrow import with_data_schema
+
+            block = block.replace(event=with_data_schema(event))
         return self.append(block, state=state)

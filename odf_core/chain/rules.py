@@ -118,7 +118,11 @@ def _validate_data_event(state: ChainState, ev: AddData | ExecuteTransform, name
 
 def _validate_schema(state: ChainState, ev: SetDataSchema) -> None:
     from odf_core.metadata.arrow_schema import check_schema_evolution, decode_arrow_schema
+    from odf_core.metadata.data_schema_arrow import arrow_schema_bytes
 
-    new = decode_arrow_schema(ev.schema)
+    raw = arrow_schema_bytes(ev)
+    if raw is None:
+        raise ChainError("SetDataSchema carries no schema (neither schema nor rawArrowSchema)")
+    new = decode_arrow_schema(raw)
     if state.schema is not None:
         check_schema_evolution(decode_arrow_schema(state.schema), new, where="SetDataSchema")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from odf_core.identity import DatasetID, Multihash
 from odf_core.metadata import (
@@ -132,7 +132,9 @@ def fold(state: ChainState, block: MetadataBlock, block_hash: Multihash) -> Chai
                 inputs = _replace_by(inputs, lambda i: i.dataset_id, _carry_input(state, qi))
             ch["transform_inputs"] = inputs
     elif isinstance(ev, SetDataSchema):
-        ch["schema"] = ev.schema
+        from odf_core.metadata.data_schema_arrow import arrow_schema_bytes
+
+        ch["schema"] = arrow_schema_bytes(ev)  # the raw Arrow schema, or the ODF DataSchema's Arrow form
     elif isinstance(ev, SetVocab):
         ch["set_vocab"] = ev
     elif isinstance(ev, SetPollingSource):

@@ -30,7 +30,11 @@ ENGINE_URL_ENV = "ODF_ENGINE_URL"
 
 
 def remote_engine(url: str, **kwargs):  # type: ignore[no-untyped-def]
-    """A client of ``odf engine serve`` at ``grpc://HOST:PORT``."""
+    """A client of ``odf engine serve`` at ``grpc://HOST:PORT``, ``grpcs://HOST:PORT`` or ``unix:///PATH``; without
+    ``credentials`` it presents what the ``ODF_ENGINE_*`` variables name (token, CA, client certificate)."""
+    from odf_core.engine.credentials import ClientCredentials
     from odf_core.engine.remote import RemoteEngine
 
+    if kwargs.get("credentials") is None:
+        kwargs["credentials"] = ClientCredentials.from_env()
     return RemoteEngine(url, **kwargs)

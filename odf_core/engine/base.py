@@ -7,7 +7,7 @@ import re
 import time
 from pathlib import Path
 
-from odf_core.engine.protocol import EngineRequest, EngineResponse
+from odf_core.engine.protocol import DISK_ERROR_CLASSES, EngineRequest, EngineResponse
 from odf_core.errors import OdfError
 
 
@@ -45,17 +45,17 @@ def write_error_log(what: str, text: str) -> Path | None:
         return None
 
 
-#: Error classes the engine gives a failing disk (``spark_jobs.errors.os_error``): its message is ``[ENOSPC] reason``.
-DISK_ERROR = re.compile(r"\[(ENOSPC|EDQUOT|EROFS)\] (.*)", re.S)
+#: What an engine of an earlier build put before a disk error's reason (``[ENOSPC] no space left on device``).
+_LEGACY_DISK_PREFIX = re.compile(r"\[[A-Z]+\] ")
 
 
 def internal_error(what: str, message: str, error_class: str | None = None, backtrace: str | None = None,
                    *, where: str | None = None) -> EngineError:
     """One line for the user: what failed, Spark's error class, the message, and where the trace is. A full disk
     reads ``no space left on device while writing under <where>`` (``where``: the directory the engine wrote to)."""
-    disk = DISK_ERROR.fullmatch(message.strip())
-    if disk is not None:
-        message, error_class = disk.group(2) + (f" while writing under {where}" if where else ""), None
+    if error_class in DISK_ERROR_CLASSES:
+        reason = _LEGACY_DISK_PREFIX.sub("", message.strip(), count=1)
+        message, error_class = reason + (f" while writing under {where}" if where else ""), None
     head = f"{what} failed" + (f" [{error_class}]" if error_class and error_class not in message else "")
     text = f"{head}: {message}"
     if backtrace:

@@ -77,6 +77,8 @@ class MergePhase(Model):
     prev_data_paths: tuple[str, ...] | None = lst(STR)
     input_path: str | None = opt(W.STR)  # merge-only request: the read phase's output_path
     not_null: tuple[str, ...] | None = lst(STR)
+    # Ledger: rows repeating a key of an earlier row of the same input: "first" (None) keeps the first, "error" fails
+    duplicates: str | None = opt(W.STR)
 
 
 @odf_type
@@ -111,6 +113,9 @@ class MergeOutcome(Model):
     offset_interval: OffsetInterval | None = opt(W.TABLE, "OffsetInterval")
     max_event_time: Timestamp | None = opt(W.TIMESTAMP)
     checkpoint_written: bool | None = opt(W.BOOLN)
+    # Ledger: rows dropped because an earlier row of the same input had their primary key, and one such key (JSON)
+    duplicates_dropped: int | None = opt(W.U64N)
+    duplicate_key: str | None = opt(W.STR)
 
 
 @odf_type
@@ -145,6 +150,10 @@ class EngineInternalError(Model):
     error_class: str | None = opt(W.STR)
     backtrace: str | None = opt(W.STR)
 
+
+#: ``EngineInternalError.error_class`` of a full, over-quota or read-only disk (the errno's name): the machine's state,
+#: not a bug; the message is the reason in words and the coordinator adds where it was writing.
+DISK_ERROR_CLASSES = frozenset({"ENOSPC", "EDQUOT", "EROFS"})
 
 IngestResponse = IngestResponseSuccess | IngestResponseInvalidInput | EngineInternalError
 odf_union("IngestResponse", IngestResponseSuccess, IngestResponseInvalidInput, EngineInternalError)

@@ -3,6 +3,11 @@
 No JVM in the client: an ``odf`` command or an Airflow task costs its own Python work plus the engine's work on an
 already warm Spark driver. The engine reads and writes the same paths the coordinator names, so both must see the
 same files (one machine, or a shared mount).
+
+``grpcs://`` dials TLS (the engine's CA from :class:`~odf_core.engine.credentials.ClientCredentials`, and a client
+certificate when the engine demands one), ``unix:///PATH`` a local socket; a token goes with every call as
+``authorization: Bearer …``. What the engine refuses (token, path outside its roots, size, its own deadline) comes
+back as one line naming the engine and what to change.
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from typing import Any
 
 from odf_core.engine import wire
 from odf_core.engine.base import Engine, EngineBusy, EngineError, EngineTimeout, EngineUnavailable
+from odf_core.engine.credentials import CA_FILE_ENV, CLIENT_CERT_ENV, CLIENT_KEY_ENV, TOKEN_FILE_ENV, \
+    ClientCredentials, bearer
 from odf_core.engine.protocol import (
     EngineRequest,
     EngineResponse,
@@ -28,6 +35,7 @@ class RemoteEngine(Engine):
     url: str
     timeout_s: float | None = None
     keeps_reads: bool = True
+    credentials: ClientCredentials = field(default_factory=ClientCredentials, repr=False)
     _channel: Any = field(default=None, repr=False)
     _call: Any = field(default=None, repr=False)
     _killed: bool = field(default=False, repr=False)
@@ -40,9 +48,18 @@ class RemoteEngine(Engine):
         import grpc
 
         if self._channel is None:
-            self._channel = grpc.insecure_channel(wire.parse_url(self.url), options=wire.channel_options())
+            address, creds = wire.parse_url(self.url), self.credentials
+            if address.tls:
+                tls = grpc.ssl_channel_credentials(root_certificates=creds.ca, private_key=creds.key,
+                                                   certificate_chain=creds.cert)
+                self._channel = grpc.secure_channel(address.target, tls, options=wire.channel_options())
+            else:
+                self._channel = grpc.insecure_channel(address.target, options=wire.channel_options())
         return self._channel.unary_unary(method, request_serializer=wire.serializer("Envelope"),
                                          response_deserializer=wire.deserializer("Envelope"))
+
+    def _metadata(self) -> tuple[tuple[str, str], ...] | None:
+        return (bearer(self.credentials.token),) if self.credentials.token else None
 
     def _call_engine(self, method: str, payload: bytes, what: str, timeout_s: float | None) -> bytes:
         import grpc
@@ -50,21 +67,36 @@ class RemoteEngine(Engine):
         with self._lock:
             if self._killed:
                 raise EngineError(f"{what} was not started: the task was killed")
-            future = self._stub(method).future(payload, timeout=timeout_s)
+            future = self._stub(method).future(payload, timeout=timeout_s, metadata=self._metadata())
             self._call = future
         try:
             return future.result()
         except grpc.FutureCancelledError:
             raise EngineError(f"{what} was cancelled (the task was killed); the engine stops its Spark jobs") from None
         except grpc.RpcError as e:
-            raise self._error(e, what) from None
+            raise self._error(e, what, timeout_s) from None
         finally:
             self._call = None
 
-    def _error(self, e: Any, what: str) -> EngineError:
+    def _error(self, e: Any, what: str, timeout_s: float | None) -> EngineError:
         import grpc
 
         code, details = e.code(), (e.details() or "").strip()
+        details = (details.splitlines() or [""])[0]
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return EngineError(f"{what}: the engine at {self.url} refused the call: {details}; give it the engine's "
+                               f"token with --engine-token-file or {TOKEN_FILE_ENV}")
+        if code == grpc.StatusCode.PERMISSION_DENIED:
+            return EngineError(f"{what}: the engine at {self.url} refused the request: {details}")
+        if code == grpc.StatusCode.UNAVAILABLE and wire.parse_url(self.url).tls and \
+                "connection refused" not in details.lower():  # a failed handshake reads "Socket closed" or so
+            return EngineUnavailable(f"{what}: no TLS connection to the engine at {self.url} ({details}); check "
+                                     f"{CA_FILE_ENV} (the CA of the engine's certificate) and, when the engine "
+                                     f"demands client certificates, {CLIENT_CERT_ENV} and {CLIENT_KEY_ENV}")
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details.lower():
+            return EngineError(f"{what}: the request is larger than the engine accepts ({details})")
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED and "--request-timeout" in details:
+            return EngineTimeout(f"{what}: {details} (engine at {self.url})")
         if code == grpc.StatusCode.UNAVAILABLE:
             return EngineUnavailable(f"{what}: no engine answers at {self.url} ({details}); start one with "
                                      "'odf engine serve' or check the address")
@@ -72,8 +104,9 @@ class RemoteEngine(Engine):
             return EngineBusy(f"{what}: the engine at {self.url} is busy ({details}); try again later or raise its "
                               "--max-concurrency")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return EngineTimeout(f"{what} timed out after {self.timeout_s:g} s on the engine at {self.url}; the "
-                                 "request was cancelled there")
+            after = f" after {timeout_s:g} s" if timeout_s else ""
+            return EngineTimeout(f"{what} timed out{after} on the engine at {self.url}; the request was cancelled "
+                                 "there")
         if code == grpc.StatusCode.CANCELLED:
             return EngineError(f"{what} was cancelled ({details or 'by the client'})")
         return EngineError(f"{what}: the engine at {self.url} failed: {code.name}: {details}")

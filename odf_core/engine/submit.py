@@ -10,20 +10,17 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from odf_core.engine.base import Engine, EngineError, EngineTimeout, write_error_log
 from odf_core.engine.local import spark_env
 from odf_core.engine.protocol import EngineRequest, EngineResponse, decode_response, encode_request
-from odf_core.engine.spark_conf import DRIVER_CONF
+from odf_core.engine import spark_submit
 from odf_core.errors import DecodeError
 
 log = logging.getLogger("odf.engine")
@@ -31,9 +28,7 @@ log = logging.getLogger("odf.engine")
 
 def submit_script() -> str:
     """The job script shipped in the ``spark_jobs`` package."""
-    import spark_jobs
-
-    return str(Path(spark_jobs.__file__).parent / "submit.py")
+    return spark_submit.job_script("submit.py")
 
 
 @dataclass
@@ -51,14 +46,6 @@ class SubmitEngine(Engine):
     def describe(self) -> str:
         return f"spark-submit --master {self.master}"
 
-    def _submit_binary(self) -> str:
-        exe = self.spark_submit
-        found = shutil.which(exe) or shutil.which(exe, path=str(Path(sys.executable).parent))
-        if not found:
-            raise EngineError(f"cannot start Spark: '{exe}' was not found on PATH (install pyspark in this environment "
-                              "or set the spark-submit binary in the Spark connection)")
-        return found
-
     def execute(self, request: EngineRequest, *, what: str = "engine request") -> EngineResponse:
         with tempfile.TemporaryDirectory(prefix="odf-submit-") as tmp:
             req_path, resp_path = os.path.join(tmp, "request.fb"), os.path.join(tmp, "response.fb")
@@ -74,10 +61,7 @@ class SubmitEngine(Engine):
     def run_job(self, args: list[str], *, timeout_s: float | None = None, what: str = "Spark job",
                 script: str | None = None) -> float:
         """Run ``spark-submit submit.py args`` (or another ``script``); the job's output is logged line by line."""
-        cmd = [self._submit_binary(), "--master", self.master]
-        for k, v in {**DRIVER_CONF, **self.conf}.items():
-            cmd += ["--conf", f"{k}={v}"]
-        cmd += [script or submit_script(), *args]
+        cmd = spark_submit.command(self.spark_submit, self.master, self.conf, script or submit_script(), args)
         timeout_s = timeout_s if timeout_s is not None else self.timeout_s
         log.info("starting %s: %s", what, " ".join(cmd))
         start = time.monotonic()

@@ -15,8 +15,10 @@ The messages are built from a descriptor at run time with the protobuf library (
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
-from typing import Any, Callable
+from typing import Any
 
 SPEC_SERVICE = "engine.Engine"
 ODF_SERVICE = "odf.engine.OdfEngine"
@@ -25,7 +27,8 @@ EXECUTE_RAW_QUERY = f"/{SPEC_SERVICE}/ExecuteRawQuery"
 EXECUTE = f"/{ODF_SERVICE}/Execute"
 HEALTH = f"/{ODF_SERVICE}/Health"
 DEFAULT_PORT = 5544
-MAX_MESSAGE_BYTES = 256 << 20  # SQL results and large requests
+MAX_MESSAGE_BYTES = 256 << 20  # SQL results
+MAX_REQUEST_BYTES = 16 << 20  # what the engine accepts: paths, queries and schemas, never data
 
 _SPEC_MESSAGES = ("RawQueryRequest", "RawQueryResponse", "TransformRequest", "TransformResponse")
 
@@ -83,19 +86,48 @@ def deserializer(message: str) -> Callable[[bytes], bytes]:
 
 
 def channel_options() -> list[tuple[str, int]]:
-    return [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    """A client's: large answers (SQL results) come back; a request beyond the engine's limit fails here first."""
+    return [("grpc.max_send_message_length", MAX_REQUEST_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
 
 
-def parse_url(url: str) -> str:
-    """``grpc://HOST:PORT`` -> ``HOST:PORT`` (what grpc dials)."""
+def server_options() -> list[tuple[str, int]]:
+    """The engine's: a request larger than :data:`MAX_REQUEST_BYTES` is refused before it is read whole."""
+    return [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_REQUEST_BYTES)]
+
+
+URL_FORMS = "grpc://HOST:PORT, grpcs://HOST:PORT (TLS) or unix:///PATH"
+
+
+@dataclass(frozen=True)
+class EngineAddress:
+    """Where a client dials: ``target`` as grpc takes it, and whether the channel is TLS."""
+
+    target: str
+    tls: bool
+
+    @property
+    def unix(self) -> bool:
+        return self.target.startswith("unix:")
+
+
+def parse_url(url: str) -> EngineAddress:
+    """``grpc://HOST:PORT``, ``grpcs://HOST:PORT`` or ``unix:///PATH`` -> what grpc dials (a bare ``HOST:PORT`` is
+    ``grpc://``)."""
     from odf_core.engine.base import EngineError
 
     text = url.strip()
-    if text.startswith("grpc://"):
-        text = text[len("grpc://"):]
-    text = text.rstrip("/")
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise EngineError(f"engine URL {url!r}: expected grpc://HOST:PORT")
-    return text
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "grpc", text
+    if scheme == "unix":
+        if not rest.startswith("/") or len(rest) < 2 or any(c.isspace() for c in rest):
+            raise EngineError(f"engine URL {url!r}: expected unix:///ABSOLUTE/PATH")
+        return EngineAddress(f"unix:{rest}", tls=False)
+    rest = rest.rstrip("/")
+    host, sep, port = rest.rpartition(":")
+    if scheme not in ("grpc", "grpcs") or not sep or not host or not port.isdigit() or "/" in host \
+            or any(c.isspace() for c in rest):
+        raise EngineError(f"engine URL {url!r}: expected {URL_FORMS}")
+    return EngineAddress(rest, tls=scheme == "grpcs")

@@ -11,4 +11,5 @@ from odf_core.ingest.manifest import (  # noqa: F401
     read_fetch_manifest,
     read_prepare_manifest,
 )
+from odf_core.ingest.options import IngestOptions  # noqa: F401
 from odf_core.ingest.prepare import prepare  # noqa: F401

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from odf_core.ingest.errors import FetchError
+from odf_core.ingest.errors import FetchError, IngestError
 
 DEFAULT_BATCH_SIZE = 10_000
 
@@ -40,3 +40,25 @@ class FetchOptions:
         value = self.min_bytes_per_s
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise FetchError(f"fetch option min_bytes_per_s: expected a whole number >= 0, got {value!r}")
+
+
+DUPLICATES = ("first", "error")
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Settings of the merge step that are not part of the ODF metadata (the chain's blocks stay byte-identical).
+
+    ``duplicates``: what a Ledger merge does with rows whose primary key repeats that of an earlier row of the same
+    input (conformance difference D1): ``first`` keeps the first in event-time order (ties: input order), drops the
+    others and reports how many (the command's summary, a WARNING log line with a key, the OpenLineage block facet);
+    ``error`` refuses the input (nothing is committed). Set by ``odf pull|ingest --duplicates`` and the Airflow
+    merge/push operators' ``duplicates`` parameter.
+    """
+
+    duplicates: str = "first"
+
+    def __post_init__(self) -> None:
+        if self.duplicates not in DUPLICATES:
+            raise IngestError(f"ingest option duplicates: expected one of {', '.join(DUPLICATES)}, "
+                              f"got {self.duplicates!r}")

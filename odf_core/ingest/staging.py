@@ -5,6 +5,7 @@ Data goes to ``<name>.part`` and is renamed into place when complete, so a file 
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -23,6 +24,16 @@ _PROGRESS_SECONDS = 10.0
 
 _log = logging.getLogger("odf.ingest")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+
+
+def staging_name(txn_id: str) -> str:
+    """The staging directory name of a transaction id (ingest and transform alike): the id itself when it is a safe
+    name, else a cleaned-up prefix plus a digest, so that two different ids (say ``a/b`` and ``a_b``) never share a
+    staging directory."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in txn_id)[:120].strip(".")
+    if safe == txn_id:
+        return safe
+    return f"{safe[:100]}-{hashlib.sha256(txn_id.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 def reset_dir(path: str) -> str:

@@ -14,7 +14,6 @@ retried: its whole staging directory goes when it ends, committed or not.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -29,13 +28,11 @@ from typing import TYPE_CHECKING
 
 from odf_core.chain import ChainState
 from odf_core.commit import commit_data, describe_slice
-from odf_core.engine import Engine, EngineError
-from odf_core.engine import internal_error as engine_internal_error
+from odf_core.engine import Engine
+from odf_core.engine.responses import unwrap
 from odf_core.engine.protocol import (
-    EngineInternalError,
     IngestInputFile,
     IngestRequest,
-    IngestResponseInvalidInput,
     IngestResponseSuccess,
     IngestResult,
     MergeOutcome,
@@ -45,15 +42,16 @@ from odf_core.engine.protocol import (
 from odf_core.errors import DatasetChanged, OdfError, RefConflict, os_errors
 from odf_core.identity import Multihash
 from odf_core.dataset_files import checkpoint_path, engine_path
-from odf_core.ingest.checkpoint import serves as checkpoint_serves
+from odf_core.engine.checkpoint_format import serves as checkpoint_serves
 from odf_core.ingest.errors import IngestError
 from odf_core.ingest.fetch import FetchOptions
 from odf_core.ingest.fetch import fetch as fetch_source
+from odf_core.ingest.options import IngestOptions
 from odf_core.ingest.manifest import FetchedFile, FetchResult, read_fetch_manifest, read_prepare_manifest
 from odf_core.ingest.prepare import prepare as prepare_files
 from odf_core.ingest.push_keys import CommittedPush, check_key, default_not_before, find_push
 from odf_core.ingest.source_state import push_key_state
-from odf_core.ingest.staging import atomic_write_text
+from odf_core.ingest.staging import atomic_write_text, staging_name
 from odf_core.metadata import DatasetKind, Timestamp
 from odf_core.metadata.yaml_serde import to_data
 from odf_core.workspace import DatasetHandle, Workspace
@@ -132,6 +130,14 @@ class StepResult:
     max_event_time: str | None = None
     up_to_date: bool = False
     already_ingested: bool = False  # a keyed push found its block (block_hash) committed by an earlier attempt
+    duplicates_dropped: int = 0  # Ledger: rows dropped for repeating the key of an earlier row of the same input
+    duplicate_key: str | None = None  # one such key (JSON)
+
+    def duplicates_note(self) -> str:
+        """The summary's part about dropped duplicate-key rows (empty when none were)."""
+        if not self.duplicates_dropped:
+            return ""
+        return f", {self.duplicates_dropped} duplicate-key row(s) dropped (e.g. {self.duplicate_key})"
 
     @classmethod
     def from_json(cls, text: str) -> "StepResult":
@@ -141,17 +147,8 @@ class StepResult:
         return cls(**d)
 
 
-def _safe_txn_id(txn_id: str) -> str:
-    """The staging directory name of a transaction id: the id itself when it is a safe name, else a cleaned-up
-    prefix plus a digest, so that two different ids (say ``a/b`` and ``a_b``) never share a staging directory."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in txn_id)[:120].strip(".")
-    if safe == txn_id:
-        return safe
-    return f"{safe[:100]}-{hashlib.sha256(txn_id.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
-
-
 def _staging_dir(ws: Workspace, state: ChainState, txn_id: str) -> str:
-    return os.path.join(staging_root(ws), str(state.dataset_id).removeprefix("did:odf:"), _safe_txn_id(txn_id))
+    return os.path.join(staging_root(ws), str(state.dataset_id).removeprefix("did:odf:"), staging_name(txn_id))
 
 
 def begin(ws: Workspace, dataset: str, *, txn_id: str | None = None, source: str | None = None,
@@ -161,7 +158,7 @@ def begin(ws: Workspace, dataset: str, *, txn_id: str | None = None, source: str
     state = handle.state()
     src = _resolve_source(handle, state, source)
     ephemeral = txn_id is None
-    txn_id = _safe_txn_id(txn_id or f"{Timestamp.now().epoch_ns}-{uuid.uuid4().hex[:8]}")
+    txn_id = staging_name(txn_id or f"{Timestamp.now().epoch_ns}-{uuid.uuid4().hex[:8]}")
     staging = _staging_dir(ws, state, txn_id)
     if os.path.exists(os.path.join(staging, TXN_FILE)):
         return IngestTransaction.load(staging)
@@ -349,8 +346,8 @@ def _read_phase(state: ChainState, txn: IngestTransaction, files, *, output_path
         read_step=src.read, preprocess=src.preprocess, output_path=output_path, dataset_schema=state.schema)
 
 
-def _merge_phase(handle: DatasetHandle, state: ChainState, txn: IngestTransaction, *, input_path: str | None
-                 ) -> MergePhase:
+def _merge_phase(handle: DatasetHandle, state: ChainState, txn: IngestTransaction, *, input_path: str | None,
+                 options: IngestOptions | None = None) -> MergePhase:
     src = _source_steps(state, txn)
     strategy = src.merge
     prev_checkpoint, prev_data = None, None
@@ -366,7 +363,8 @@ def _merge_phase(handle: DatasetHandle, state: ChainState, txn: IngestTransactio
         strategy=strategy, system_time=txn.time, output_path=txn.path("slice.parquet"),
         new_checkpoint_path=txn.path("checkpoint.parquet"), prev_offset=state.last_offset, prev_schema=state.schema,
         prev_checkpoint_path=prev_checkpoint, prev_data_paths=prev_data, input_path=input_path,
-        not_null=_not_null(state, src.read) or None)
+        not_null=_not_null(state, src.read) or None,
+        duplicates=options.duplicates if options is not None and options.duplicates != "first" else None)
 
 
 def _not_null(state: ChainState, read_step) -> tuple[str, ...]:
@@ -393,14 +391,9 @@ def run_request(engine: Engine, request: IngestRequest) -> IngestResponseSuccess
     :class:`~odf_core.engine.EngineError` (one line; the trace in a log file it names)."""
     what = f"ingest of dataset '{request.dataset}'"
     result = engine.execute(request, what=what)
-    if not isinstance(result, IngestResult):
-        raise EngineError(f"{what}: the engine answered with {type(result).__name__}")
-    value = result.value
-    if isinstance(value, IngestResponseInvalidInput):
-        raise InvalidInput(f"dataset '{request.dataset}': {value.message}")
-    if isinstance(value, EngineInternalError):
-        raise engine_internal_error(what, value.message, value.error_class, value.backtrace, where=request.work_dir)
-    return value
+    return unwrap(result, IngestResult, what, invalid=lambda message: InvalidInput(f"dataset '{request.dataset}': "
+                                                                                   f"{message}"),
+                  where=request.work_dir)
 
 
 def read(ws: Workspace, txn: IngestTransaction, engine: Engine) -> StepResult:
@@ -431,14 +424,17 @@ def _read_had_no_columns(txn: IngestTransaction) -> bool:
         return False
 
 
-def merge(ws: Workspace, txn: IngestTransaction, engine: Engine, *, with_read: bool = False) -> StepResult:
+def merge(ws: Workspace, txn: IngestTransaction, engine: Engine, *, with_read: bool = False,
+          options: IngestOptions | None = None) -> StepResult:
     """Merge the read rows into the slice: in one request with the read (``pull``, push, a long-lived engine that
-    reads again when it kept nothing), or from the read step's ``read.parquet``."""
+    reads again when it kept nothing), or from the read step's ``read.parquet``. ``options``: what the merge does
+    with duplicate Ledger keys inside the input (:class:`~odf_core.ingest.options.IngestOptions`)."""
     with _step(txn, "merging into", ("slice.parquet", "checkpoint.parquet", MERGE_FILE)):
-        return _merge(ws, txn, engine, with_read)
+        return _merge(ws, txn, engine, with_read, options)
 
 
-def _merge(ws: Workspace, txn: IngestTransaction, engine: Engine, with_read: bool) -> StepResult:
+def _merge(ws: Workspace, txn: IngestTransaction, engine: Engine, with_read: bool,
+           options: IngestOptions | None = None) -> StepResult:
     _remove(txn, ("slice.parquet", "checkpoint.parquet", MERGE_FILE))
     handle = _handle(ws, txn)
     state = handle.state()
@@ -447,13 +443,15 @@ def _merge(ws: Workspace, txn: IngestTransaction, engine: Engine, with_read: boo
     if files:
         if with_read or engine.keeps_reads:
             request = _request(state, txn, read=_read_phase(state, txn, files, output_path=None),
-                               merge=_merge_phase(handle, state, txn, input_path=None), keep=engine.keeps_reads)
+                               merge=_merge_phase(handle, state, txn, input_path=None, options=options),
+                               keep=engine.keeps_reads)
         elif _read_had_no_columns(txn):
             request = None
         else:
             if not os.path.exists(txn.path("read.parquet")):
                 raise IngestError(f"transaction {txn.txn_id}: the read step's output is missing: run read again")
-            request = _request(state, txn, merge=_merge_phase(handle, state, txn, input_path=txn.path("read.parquet")))
+            request = _request(state, txn, merge=_merge_phase(handle, state, txn, input_path=txn.path("read.parquet"),
+                                                              options=options))
         if request is not None:
             response = run_request(engine, request)
             outcome = response.merge or outcome
@@ -463,9 +461,20 @@ def _merge(ws: Workspace, txn: IngestTransaction, engine: Engine, with_read: boo
     iv = outcome.offset_interval
     result = StepResult(num_records=outcome.num_records,
                         offset_interval=(iv.start, iv.end) if iv else None,
-                        max_event_time=str(outcome.max_event_time) if outcome.max_event_time else None)
+                        max_event_time=str(outcome.max_event_time) if outcome.max_event_time else None,
+                        duplicates_dropped=outcome.duplicates_dropped or 0, duplicate_key=outcome.duplicate_key)
     log.info("merged %d record(s), offsets %s", result.num_records, result.offset_interval)
+    if result.duplicates_dropped:
+        log.warning(duplicates_warning(txn.dataset, _source_steps(state, txn).merge, result))
     return result
+
+
+def duplicates_warning(dataset: str, strategy, result: StepResult) -> str:
+    """The WARNING of a Ledger merge that dropped rows repeating a key inside its input (conformance D1)."""
+    key = ", ".join(getattr(strategy, "primary_key", None) or ())
+    return (f"dataset '{dataset}': {result.duplicates_dropped} row(s) of this input repeat the primary key ({key}) of "
+            f"an earlier row of it and were dropped, the first per key kept, e.g. {result.duplicate_key}; "
+            "--duplicates error refuses such input")
 
 
 # -- commit -----------------------------------------------------------------------------------------------------
@@ -529,6 +538,8 @@ def _commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
         block_hash=str(block) if block else None,
         head=str(st.head),
         watermark=str(st.last_watermark) if st.last_watermark else None,
+        duplicates_dropped=merged.get("duplicatesDropped") or 0,
+        duplicate_key=merged.get("duplicateKey"),
     )
     if block:
         log.info("committed block %s: offsets %s, watermark %s", block, result.offset_interval, result.watermark)
@@ -577,7 +588,7 @@ def _cleanup_payload(txn: IngestTransaction) -> None:
 
 def pull(ws: Workspace, dataset: str, engine: Engine, *, once: bool = False,
          options: FetchOptions | None = None, max_transactions: int = 10_000,
-         progress: "Progress | None" = None) -> list[StepResult]:
+         progress: "Progress | None" = None, ingest_options: IngestOptions | None = None) -> list[StepResult]:
     """Ingest until the source is up to date (or one transaction with ``once``), in one Spark session;
     ``progress`` (:mod:`odf_core.progress`) counts the files fetched and their bytes."""
     results = []
@@ -591,7 +602,7 @@ def pull(ws: Workspace, dataset: str, engine: Engine, *, once: bool = False,
             if progress is not None:
                 progress.advance(len(fetched.files), sum(_size(f.path) for f in fetched.files))
             prepare(ws, txn)
-            merge(ws, txn, engine, with_read=True)
+            merge(ws, txn, engine, with_read=True, options=ingest_options)
             results.append(commit(ws, txn))
         if once or not fetched.has_more:
             break
@@ -606,7 +617,8 @@ def _size(path: str) -> int:
 
 
 def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = None, engine: Engine,
-         txn_id: str | None = None, not_before: Timestamp | None = None) -> StepResult:
+         txn_id: str | None = None, not_before: Timestamp | None = None,
+         options: IngestOptions | None = None) -> StepResult:
     """Ingest one file (or stdin) through a push source.
 
     ``txn_id`` is the push's idempotency key: it is recorded in the committed block, and a push whose key is found
@@ -620,7 +632,7 @@ def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = 
             if txn.source == POLLING:
                 raise IngestError(f"dataset '{txn.dataset}' has no push source: use 'odf pull' for its polling source")
             stage_push_file(txn, path)
-            merge(ws, txn, engine, with_read=True)
+            merge(ws, txn, engine, with_read=True, options=options)
             return commit(ws, txn)
     planned = begin_push(ws, dataset, txn_id, source=source, not_before=not_before)
     if isinstance(planned, StepResult):
@@ -628,7 +640,7 @@ def push(ws: Workspace, dataset: str, path: str | None, *, source: str | None = 
     txn = planned
     if not os.path.exists(txn.path(COMMIT_FILE)):
         stage_push_file(txn, path)
-        merge(ws, txn, engine, with_read=True)
+        merge(ws, txn, engine, with_read=True, options=options)
         head = _handle(ws, txn).chain.head()
         if (str(head) if head else None) != txn.base_head:
             # someone appended while we merged: the slice no longer fits; a retry plans again on the new head
@@ -663,7 +675,7 @@ def begin_push(ws: Workspace, dataset: str, key: str, *, source: str | None = No
     # no plan, or one made on an older head (the key is in none of the blocks since): plan again on this head
     if os.path.exists(staging):
         _remove_plan(staging)
-    return _write_plan(handle, state, src, _safe_txn_id(key), staging, push_key=key)
+    return _write_plan(handle, state, src, staging_name(key), staging, push_key=key)
 
 
 def _load_plan(staging: str, key: str, source: str) -> IngestTransaction | None:

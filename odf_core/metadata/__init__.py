@@ -1,4 +1,4 @@
-"""ODF v0.34.1 metadata model and its YAML and FlatBuffers forms."""
+"""ODF metadata model (v0.34.1 and what the current reference adds) and its YAML and FlatBuffers forms."""
 from odf_core.metadata.engine_ops import *  # noqa: F401,F403
 from odf_core.metadata.events import *  # noqa: F401,F403
 from odf_core.metadata.events import METADATA_EVENT, MetadataEvent  # noqa: F401

@@ -25,7 +25,7 @@ from odf_core.metadata.arrow_fb_verify import ArrowTypeTag as T
 from odf_core.metadata.arrow_fb_verify import MAX_FIELD_DEPTH, verify_arrow_schema
 from odf_core.metadata.schema_evolution import check_schema_evolution
 
-__all__ = ["encode_arrow_schema", "decode_arrow_schema", "check_schema_evolution"]
+__all__ = ["encode_arrow_schema", "decode_arrow_schema", "check_schema_evolution", "recorded_schema"]
 
 _TIME_UNIT = {"s": 0, "ms": 1, "us": 2, "ns": 3}  # TimeUnit enum; SECOND is the default of Timestamp.unit
 _MS = 1  # default of Date.unit, Time.unit and Duration.unit
@@ -33,6 +33,12 @@ _EXT_NAME, _EXT_META = b"ARROW:extension:name", b"ARROW:extension:metadata"
 
 # A scalar or offset slot of a table, in the order arrow-rs adds it: (builder method suffix, slot, value, default).
 _Slot = tuple[str, int, object, object]
+
+
+def recorded_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema as ``SetDataSchema`` records it: writer metadata (Spark's, pandas') stripped. The coordinator
+    (committing a slice) and the engine (announcing a transform's output schema) both record through this."""
+    return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
 
 
 def encode_arrow_schema(schema: pa.Schema) -> bytes:

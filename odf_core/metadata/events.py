@@ -1,7 +1,9 @@
-"""The 13 metadata events of ODF v0.34.1, in union tag order."""
+"""The 13 metadata events of ODF, in union tag order: v0.34.1's, with the fields added since (``AddData.extra``,
+``SetDataSchema``'s ``DataSchema``)."""
 from __future__ import annotations
 
 from odf_core.identity import DatasetID, Multihash
+from odf_core.metadata.data_schema import DataSchema, ExtraAttributes, rename_legacy_schema, write_legacy_schema
 from odf_core.metadata.fragments import (
     Attachments,
     Checkpoint,
@@ -29,6 +31,7 @@ class AddData(Model):
     new_checkpoint: Checkpoint | None = opt(W.TABLE, "Checkpoint")
     new_watermark: Timestamp | None = opt(W.TIMESTAMP)
     new_source_state: SourceState | None = opt(W.TABLE, "SourceState")
+    extra: ExtraAttributes | None = opt(W.TABLE, "ExtraAttributes")
 
 
 @odf_type
@@ -100,9 +103,19 @@ class SetLicense(Model):
 @odf_type
 @model
 class SetDataSchema(Model):
-    """``schema`` is an Arrow ``Schema`` as a bare finished FlatBuffer, kept verbatim."""
+    """``schema`` is v0.34.1's Arrow ``Schema`` as a bare finished FlatBuffer, kept verbatim (``rawArrowSchema``,
+    deprecated, in the current spec); ``data_schema`` is the ODF ``DataSchema`` added since (``schema`` in the
+    current YAML). A block may carry either or both."""
 
-    schema: bytes = req(W.BYTES)
+    schema: bytes | None = opt(W.BYTES)
+    data_schema: DataSchema | None = opt(W.TABLE, "DataSchema")
+
+    @classmethod
+    def yaml_in(cls, data: dict) -> dict:
+        return rename_legacy_schema(data, "rawArrowSchema")
+
+    def yaml_out(self, data: dict) -> dict:
+        return write_legacy_schema(data, "rawArrowSchema")
 
 
 @odf_type

@@ -15,6 +15,7 @@ from flatbuffers import number_types as N
 from odf_core.errors import DecodeError, InvalidIdentifier
 from odf_core.identity import DatasetID, Multihash
 from odf_core.identity.multihash import ODF_METADATA_BLOCK
+from odf_core.metadata.manifests import BlockVersionSettingError
 from odf_core.metadata.schema import W, FieldInfo, Wire, fields_of, slot_count, table, union
 from odf_core.metadata.timestamp import InvalidTimestamp, Timestamp
 
@@ -23,10 +24,24 @@ from odf_core.metadata.timestamp import InvalidTimestamp, Timestamp
 # ------------------------------------------------------------------------------------------------------------------
 
 
+class _Builder(flatbuffers.Builder):
+    """A builder that knows how the ``Timestamp`` struct is aligned in the buffer being written."""
+
+    def __init__(self, size: int, timestamp_alignment: int):
+        super().__init__(size)
+        self.timestamp_alignment = timestamp_alignment
+
+
+TIMESTAMP_ALIGNMENT_V2 = 1
+"""Block manifest versions up to 2 (and ODF v0.34.1) push the struct unaligned: the reference's old quirk (§1)."""
+TIMESTAMP_ALIGNMENT_V3 = 4
+"""Block manifest version 3 (the reference since 0.265.0) aligns it to 4, its largest member."""
+
+
 def _place_timestamp(b: flatbuffers.Builder, ts: Timestamp) -> None:
-    # Alignment 1, as the reference implementation pushes it (conformance §1 quirk); layout <iHxxII>.
+    # Layout <iHxxII>; aligned as the block's manifest version says (1 unless told otherwise).
     year, ordinal, secs, nanos = ts.parts()
-    b.Prep(1, 16)
+    b.Prep(getattr(b, "timestamp_alignment", TIMESTAMP_ALIGNMENT_V2), 16)
     b.Place(nanos, N.Uint32Flags)
     b.Place(secs, N.Uint32Flags)
     b.Pad(2)
@@ -67,6 +82,8 @@ def _add_field(b: flatbuffers.Builder, f: FieldInfo, v: Any, off: int | None) ->
     k, s = f.wire.kind, f.slot
     if k is W.U64:
         b.PrependUint64Slot(s, v, 0)
+    elif k is W.U32:
+        b.PrependUint32Slot(s, v, 0)
     elif k is W.U64N:
         b.PrependUint64Slot(s, v, None)
     elif k is W.I64:
@@ -79,6 +96,8 @@ def _add_field(b: flatbuffers.Builder, f: FieldInfo, v: Any, off: int | None) ->
         b.PrependInt32Slot(s, f.wire.ref.index_of(v), 0)
     elif k is W.ENUMN:
         b.PrependInt32Slot(s, f.wire.ref.index_of(v), None)
+    elif k is W.ENUMN16:
+        b.PrependInt16Slot(s, f.wire.ref.index_of(v), None)
     elif k is W.TIMESTAMP:
         _place_timestamp(b, v)
         b.Slot(s)
@@ -102,9 +121,9 @@ def encode_table(b: flatbuffers.Builder, obj: Any) -> int:
     return b.EndObject()
 
 
-def encode_root(obj: Any) -> bytes:
+def encode_root(obj: Any, timestamp_alignment: int = TIMESTAMP_ALIGNMENT_V2) -> bytes:
     """Serialize a model object as a finished FlatBuffer with it as the root table."""
-    b = flatbuffers.Builder(256)
+    b = _Builder(256, timestamp_alignment)
     b.Finish(encode_table(b, obj))
     return bytes(b.Output())
 
@@ -124,7 +143,7 @@ def wrap_manifest(kind: int, version: int, content: bytes) -> bytes:
 # Decoding
 # ------------------------------------------------------------------------------------------------------------------
 
-_U8, _U16, _I32, _U32, _I64, _U64 = (struct.Struct(f) for f in ("<B", "<H", "<i", "<I", "<q", "<Q"))
+_U8, _I16, _U16, _I32, _U32, _I64, _U64 = (struct.Struct(f) for f in ("<B", "<h", "<H", "<i", "<I", "<q", "<Q"))
 
 
 class _Reader:
@@ -221,9 +240,10 @@ def _decode_union(r: _Reader, name: str, tab: tuple[int, tuple[int, ...]], slot:
     return decode_table(r, u.variants[tag - 1], r.indirect(vpos), path)
 
 
-def decode_table(r: _Reader, cls: type, pos: int, path: str) -> Any:
+def decode_table(r: _Reader, cls: type, pos: int, path: str, given: dict[str, Any] | None = None) -> Any:
+    """``given``: attributes that are not fields of the bytes (a block's manifest version)."""
     tab = r.table(pos)
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = dict(given or {})
     for f in fields_of(cls):
         fpath = f"{path}.{f.yaml_name}" if path else f.yaml_name
         k = f.wire.kind
@@ -236,7 +256,7 @@ def decode_table(r: _Reader, cls: type, pos: int, path: str) -> Any:
             continue
         fpos = r.field(tab, f.slot)
         if fpos is None:
-            if k in (W.U64, W.I64, W.I32):
+            if k in (W.U64, W.U32, W.I64, W.I32):
                 kwargs[f.name] = 0
             elif k is W.ENUM:
                 kwargs[f.name] = f.wire.ref.from_index(0)
@@ -247,14 +267,16 @@ def decode_table(r: _Reader, cls: type, pos: int, path: str) -> Any:
             v = r.get(_U64, fpos)
         elif k is W.U64N:
             v = r.get(_U64, fpos)
+        elif k is W.U32:
+            v = r.get(_U32, fpos)
         elif k is W.I64:
             v = r.get(_I64, fpos)
         elif k is W.I32:
             v = r.get(_I32, fpos)
         elif k is W.BOOLN:
             v = r.get(_U8, fpos) != 0
-        elif k in (W.ENUM, W.ENUMN):
-            idx = r.get(_I32, fpos)
+        elif k in (W.ENUM, W.ENUMN, W.ENUMN16):
+            idx = r.get(_I16 if k is W.ENUMN16 else _I32, fpos)
             if not 0 <= idx < len(f.wire.ref):
                 raise r.fail(f"{fpath}: value {idx} is not a valid {f.wire.ref.__name__}")
             v = f.wire.ref.from_index(idx)
@@ -271,18 +293,28 @@ def decode_table(r: _Reader, cls: type, pos: int, path: str) -> Any:
         kwargs[f.name] = v
     try:
         return cls(**kwargs)
+    except BlockVersionSettingError:  # a setting of this process, not the bytes
+        raise
     except Exception as e:  # model-level validation
         raise r.fail(f"{path or cls.__name__}: {e}") from None
 
 
-def decode_root(data: bytes, cls: type, what: str | None = None) -> Any:
+def decode_root(data: bytes, cls: type, what: str | None = None, given: dict[str, Any] | None = None) -> Any:
     r = _Reader(bytes(data), what or cls.__name__)
     if r.n < 8:
         raise r.fail(f"only {r.n} bytes")
-    return decode_table(r, cls, r.indirect(0), "")
+    return decode_table(r, cls, r.indirect(0), "", given)
 
 
-def unwrap_manifest(data: bytes, expected_kind: int, expected_version: int, what: str) -> bytes:
+def unwrap_manifest(data: bytes, expected_kind: int, expected_version: int | tuple[int, ...], what: str) -> bytes:
+    return unwrap_manifest_versioned(data, expected_kind, expected_version, what)[1]
+
+
+def unwrap_manifest_versioned(
+    data: bytes, expected_kind: int, accepted_versions: int | tuple[int, ...], what: str
+) -> tuple[int, bytes]:
+    """(manifest version, content) of a manifest of the expected kind in one of the accepted versions."""
+    accepted = (accepted_versions,) if isinstance(accepted_versions, int) else accepted_versions
     r = _Reader(bytes(data), what)
     if r.n < 8:
         raise r.fail(f"only {r.n} bytes")
@@ -292,11 +324,12 @@ def unwrap_manifest(data: bytes, expected_kind: int, expected_version: int, what
     version = r.get(_I32, vpos) if vpos is not None else 0
     if kind != expected_kind:
         raise DecodeError(f"{what}: manifest kind is {kind:#x}, expected {expected_kind:#x}")
-    if version != expected_version:
-        raise DecodeError(f"{what}: unsupported manifest version {version}, expected {expected_version}")
+    if version not in accepted:
+        want = " or ".join(map(str, accepted))
+        raise DecodeError(f"{what}: unsupported manifest version {version}, expected {want}")
     if cpos is None:
         raise r.fail("manifest has no content")
-    return r.bytes_(cpos)
+    return version, r.bytes_(cpos)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -304,18 +337,28 @@ def unwrap_manifest(data: bytes, expected_kind: int, expected_version: int, what
 # ------------------------------------------------------------------------------------------------------------------
 
 
-def encode_block(block: Any) -> bytes:
-    """The block's manifest bytes: what is stored under ``blocks/`` and hashed."""
-    from odf_core.metadata.manifests import BLOCK_MANIFEST_VERSION
+def encode_block(block: Any, version: int | None = None) -> bytes:
+    """The block's manifest bytes in manifest ``version`` (default: the block's own, see
+    :attr:`~odf_core.metadata.manifests.MetadataBlock.manifest_version`): what a new block is stored and hashed as.
+    A block read from elsewhere is kept as the bytes it came in, never re-encoded (the hash is of those bytes)."""
+    from odf_core.metadata.manifests import BLOCK_MANIFEST_VERSIONS, BLOCK_VERSION_ALIGNED
 
-    return wrap_manifest(ODF_METADATA_BLOCK, BLOCK_MANIFEST_VERSION, encode_root(block))
+    version = block.manifest_version if version is None else version
+    if version not in BLOCK_MANIFEST_VERSIONS:
+        raise ValueError(f"cannot write MetadataBlock manifest version {version}: supported are "
+                         f"{BLOCK_MANIFEST_VERSIONS}")
+    alignment = TIMESTAMP_ALIGNMENT_V3 if version >= BLOCK_VERSION_ALIGNED else TIMESTAMP_ALIGNMENT_V2
+    return wrap_manifest(ODF_METADATA_BLOCK, version, encode_root(block, alignment))
 
 
 def decode_block(data: bytes, what: str = "metadata block") -> Any:
-    from odf_core.metadata.manifests import BLOCK_MANIFEST_VERSION, MetadataBlock
+    """The block of manifest bytes of any supported version (the Timestamp layout is read where the vtable points,
+    so versions 2 and 3 read alike); it remembers its version."""
+    from odf_core.metadata.manifests import BLOCK_MANIFEST_VERSIONS, MetadataBlock
 
-    content = unwrap_manifest(data, ODF_METADATA_BLOCK, BLOCK_MANIFEST_VERSION, what)
-    return decode_root(content, MetadataBlock, what)
+    version, content = unwrap_manifest_versioned(data, ODF_METADATA_BLOCK, BLOCK_MANIFEST_VERSIONS, what)
+    # The version is passed in, not defaulted: reading never consults the setting for new blocks (ODF_BLOCK_VERSION).
+    return decode_root(content, MetadataBlock, what, {"manifest_version": version})
 
 
 def block_hash(block_or_bytes: Any) -> Multihash:

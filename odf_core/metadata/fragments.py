@@ -1,7 +1,11 @@
-"""Fragments of ODF v0.34.1: the building blocks of events (field order = schema order)."""
+"""Fragments of ODF: the building blocks of events (field order = schema order).
+
+The v0.34.1 fragments, plus what the spec added since and datasets written by the current reference contain (new
+fetch steps, merge strategies, a ``DataSchema`` in read steps)."""
 from __future__ import annotations
 
 from odf_core.identity import DatasetID, Multihash
+from odf_core.metadata.data_schema import DataSchema, rename_legacy_schema, write_legacy_schema
 from odf_core.metadata.schema import (
     W,
     Model,
@@ -198,8 +202,42 @@ class FetchStepContainer(Model):
     env: tuple[EnvVar, ...] | None = lst(item(W.TABLE, "EnvVar"))
 
 
-FetchStep = FetchStepUrl | FetchStepFilesGlob | FetchStepContainer
-odf_union("FetchStep", FetchStepUrl, FetchStepFilesGlob, FetchStepContainer)
+class MqttQos(OdfEnum):
+    AT_MOST_ONCE = "AtMostOnce"
+    AT_LEAST_ONCE = "AtLeastOnce"
+    EXACTLY_ONCE = "ExactlyOnce"
+
+
+@odf_type
+@model
+class MqttTopicSubscription(Model):
+    path: str = req(W.STR)
+    qos: MqttQos | None = opt(W.ENUMN, MqttQos)
+
+
+@odf_type
+@model
+class FetchStepMqtt(Model):
+    KIND = "Mqtt"
+    host: str = req(W.STR)
+    port: int = req(W.I32)
+    username: str | None = opt(W.STR)
+    password: str | None = opt(W.STR)
+    topics: tuple[MqttTopicSubscription, ...] = lst(item(W.TABLE, "MqttTopicSubscription"), required=True)
+
+
+@odf_type
+@model
+class FetchStepEthereumLogs(Model):
+    KIND = "EthereumLogs"
+    chain_id: int | None = opt(W.U64N)
+    node_url: str | None = opt(W.STR)
+    filter: str | None = opt(W.STR)
+    signature: str | None = opt(W.STR)
+
+
+FetchStep = FetchStepUrl | FetchStepFilesGlob | FetchStepContainer | FetchStepMqtt | FetchStepEthereumLogs
+odf_union("FetchStep", FetchStepUrl, FetchStepFilesGlob, FetchStepContainer, FetchStepMqtt, FetchStepEthereumLogs)
 
 
 # --- PrepStep --------------------------------------------------------------------------------------------------
@@ -227,9 +265,21 @@ odf_union("PrepStep", PrepStepDecompress, PrepStepPipe)
 # --- ReadStep --------------------------------------------------------------------------------------------------
 
 
+class _ReadStepSchemas:
+    """``schema`` is v0.34.1's DDL list (``ddlSchema`` in the current YAML), ``data_schema`` the ODF ``DataSchema``
+    added since (``schema`` in the current YAML): both YAML forms are read (see :mod:`.data_schema`)."""
+
+    @classmethod
+    def yaml_in(cls, data: dict) -> dict:
+        return rename_legacy_schema(data, "ddlSchema")
+
+    def yaml_out(self, data: dict) -> dict:
+        return write_legacy_schema(data, "ddlSchema")
+
+
 @odf_type
 @model
-class ReadStepCsv(Model):
+class ReadStepCsv(_ReadStepSchemas, Model):
     KIND = "Csv"
     schema: tuple[str, ...] | None = lst(STR)
     separator: str | None = opt(W.STR)
@@ -241,56 +291,63 @@ class ReadStepCsv(Model):
     null_value: str | None = opt(W.STR)
     date_format: str | None = opt(W.STR)
     timestamp_format: str | None = opt(W.STR)
+    data_schema: DataSchema | None = opt(W.TABLE, "DataSchema")
 
 
 @odf_type
 @model
-class ReadStepGeoJson(Model):
+class ReadStepGeoJson(_ReadStepSchemas, Model):
     KIND = "GeoJson"
     schema: tuple[str, ...] | None = lst(STR)
+    data_schema: DataSchema | None = opt(W.TABLE, "DataSchema")
 
 
 @odf_type
 @model
-class ReadStepEsriShapefile(Model):
+class ReadStepEsriShapefile(_ReadStepSchemas, Model):
     KIND = "EsriShapefile"
     schema: tuple[str, ...] | None = lst(STR)
     sub_path: str | None = opt(W.STR)
+    data_schema: DataSchema | None = opt(W.TABLE, "DataSchema")
 
 
 @odf_type
 @model
-class ReadStepParquet(Model):
+class ReadStepParquet(_ReadStepSchemas, Model):
     KIND = "Parquet"
     schema: tuple[str, ...] | None = lst(STR)
+    data_schema: DataSchema | None = opt(W.TABLE, "DataSchema")
 
 
 @odf_type
 @model
-class ReadStepJson(Model):
+class ReadStepJson(_ReadStepSchemas, Model):
     KIND = "Json"
     sub_path: str | None = opt(W.STR)
     schema: tuple[str, ...] | None = lst(STR)
     date_format: str | None = opt(W.STR)
     encoding: str | None = opt(W.STR)
     timestamp_format: str | None = opt(W.STR)
+    data_schema: DataSchema | None = opt(W.TABLE, "DataSchema")
 
 
 @odf_type
 @model
-class ReadStepNdJson(Model):
+class ReadStepNdJson(_ReadStepSchemas, Model):
     KIND = "NdJson"
     schema: tuple[str, ...] | None = lst(STR)
     date_format: str | None = opt(W.STR)
     encoding: str | None = opt(W.STR)
     timestamp_format: str | None = opt(W.STR)
+    data_schema: DataSchema | None = opt(W.TABLE, "DataSchema")
 
 
 @odf_type
 @model
-class ReadStepNdGeoJson(Model):
+class ReadStepNdGeoJson(_ReadStepSchemas, Model):
     KIND = "NdGeoJson"
     schema: tuple[str, ...] | None = lst(STR)
+    data_schema: DataSchema | None = opt(W.TABLE, "DataSchema")
 
 
 ReadStep = (
@@ -383,8 +440,39 @@ class MergeStrategySnapshot(Model):
     compare_columns: tuple[str, ...] | None = lst(STR)
 
 
-MergeStrategy = MergeStrategyAppend | MergeStrategyLedger | MergeStrategySnapshot
-odf_union("MergeStrategy", MergeStrategyAppend, MergeStrategyLedger, MergeStrategySnapshot)
+@odf_type
+@model
+class MergeStrategyChangelogStream(Model):
+    """Input already is an ODF changelog (an ``op`` column with appends, retractions, corrections)."""
+
+    KIND = "ChangelogStream"
+    primary_key: tuple[str, ...] = lst(STR, required=True)
+
+
+@odf_type
+@model
+class MergeStrategyUpsertStream(Model):
+    """Input is insert-or-update / delete events by primary key, re-classified against the dataset's state."""
+
+    KIND = "UpsertStream"
+    primary_key: tuple[str, ...] = lst(STR, required=True)
+
+
+MergeStrategy = (
+    MergeStrategyAppend
+    | MergeStrategyLedger
+    | MergeStrategySnapshot
+    | MergeStrategyChangelogStream
+    | MergeStrategyUpsertStream
+)
+odf_union(
+    "MergeStrategy",
+    MergeStrategyAppend,
+    MergeStrategyLedger,
+    MergeStrategySnapshot,
+    MergeStrategyChangelogStream,
+    MergeStrategyUpsertStream,
+)
 
 
 # --- Attachments -----------------------------------------------------------------------------------------------

@@ -18,11 +18,13 @@ class W(enum.Enum):
     STR = "string"
     U64 = "uint64 (omitted when 0)"
     U64N = "uint64 (nullable)"
+    U32 = "uint32 (omitted when 0)"
     I64 = "int64 (omitted when 0)"
     I32 = "int32 (omitted when 0)"
     BOOLN = "bool (nullable)"
     ENUM = "enum (omitted when first value)"
     ENUMN = "enum (nullable)"
+    ENUMN16 = "int16 enum (nullable)"
     MULTIHASH = "multihash"
     DATASET_ID = "dataset id"
     BYTES = "bytes (base64 in YAML)"
@@ -151,6 +153,17 @@ class Model:
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
+
+    # YAML hooks for types whose YAML form is not their field list (ExtraAttributes is a bare mapping; legacy fields
+    # renamed since v0.34.1 keep being read under both names). Identity by default.
+    @classmethod
+    def yaml_in(cls, data: dict) -> dict:
+        """The YAML mapping as the field list expects it."""
+        return data
+
+    def yaml_out(self, data: dict) -> Any:
+        """The YAML form of the field list ``data`` (camelCase keys, schema order)."""
+        return data
 
 
 model = dataclass(frozen=True, kw_only=True)

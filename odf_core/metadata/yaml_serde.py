@@ -22,6 +22,13 @@ from odf_core.metadata.schema import TABLES, W, OdfEnum, Wire, fields_of, table,
 from odf_core.metadata.timestamp import InvalidTimestamp, Timestamp
 
 _U64_MAX = 2**64 - 1
+_INT_RANGES = {
+    W.U64: (0, _U64_MAX),
+    W.U64N: (0, _U64_MAX),
+    W.U32: (0, 2**32 - 1),
+    W.I64: (-(2**63), 2**63 - 1),
+    W.I32: (-(2**31), 2**31 - 1),
+}
 
 # ------------------------------------------------------------------------------------------------------------------
 # Loader: JSON-compatible YAML; timestamps stay strings (they carry nanoseconds), duplicate keys are errors.
@@ -91,6 +98,8 @@ def parse_enum(cls: type[OdfEnum], value: Any, path: str) -> OdfEnum:
 
 
 def _variant(u_name: str, data: Any, path: str) -> type:
+    if isinstance(data, str):  # the short form of a variant without properties: ``type: String``
+        data = {"kind": data}
     if not isinstance(data, dict):
         raise MetadataError(f"expected a mapping with 'kind' ({u_name})", path=path, value=data)
     if "kind" not in data:
@@ -119,10 +128,10 @@ def _value_from(w: Wire, v: Any, path: str) -> Any:
         except InvalidIdentifier as e:
             raise MetadataError(str(e), path=path, value=v) from None
         return v
-    if k in (W.U64, W.U64N, W.I64, W.I32):
+    if k in (W.U64, W.U64N, W.U32, W.I64, W.I32):
         if not isinstance(v, int) or isinstance(v, bool):
             raise MetadataError(f"expected an integer, got a {_type_name(v)}", path=path, value=v)
-        lo, hi = (0, _U64_MAX) if k in (W.U64, W.U64N) else ((-(2**63), 2**63 - 1) if k is W.I64 else (-(2**31), 2**31 - 1))
+        lo, hi = _INT_RANGES[k]
         if not lo <= v <= hi:
             raise MetadataError(f"integer out of range [{lo}, {hi}]", path=path, value=v)
         return v
@@ -130,7 +139,7 @@ def _value_from(w: Wire, v: Any, path: str) -> Any:
         if not isinstance(v, bool):
             raise MetadataError(f"expected a boolean, got a {_type_name(v)}", path=path, value=v)
         return v
-    if k in (W.ENUM, W.ENUMN):
+    if k in (W.ENUM, W.ENUMN, W.ENUMN16):
         return parse_enum(w.ref, v, path)
     if k is W.MULTIHASH or k is W.DATASET_ID:
         try:
@@ -152,7 +161,8 @@ def _value_from(w: Wire, v: Any, path: str) -> Any:
     if k is W.TABLE:
         return from_data(table(w.ref), v, path)
     if k is W.UNION:
-        return from_data(_variant(w.ref, v, path), v, path, union_kind=True)
+        cls = _variant(w.ref, v, path)
+        return from_data(cls, {"kind": v} if isinstance(v, str) else v, path, union_kind=True)
     if k is W.LIST:
         if not isinstance(v, list):
             raise MetadataError(f"expected a list, got a {_type_name(v)}", path=path, value=v)
@@ -164,6 +174,7 @@ def from_data(cls: type, data: Any, path: str = "", *, union_kind: bool = False)
     """Build a model object from plain YAML/JSON data, validating as the JSON Schema would."""
     if not isinstance(data, dict):
         raise MetadataError(f"expected a mapping ({cls.KIND}), got a {_type_name(data)}", path=path, value=data)
+    data = cls.yaml_in(data)
     fs = fields_of(cls)
     by_yaml = {f.yaml_name: f for f in fs}
     for key in data:
@@ -192,7 +203,7 @@ def from_data(cls: type, data: Any, path: str = "", *, union_kind: bool = False)
 
 def _value_to(w: Wire, v: Any) -> Any:
     k = w.kind
-    if k in (W.ENUM, W.ENUMN):
+    if k in (W.ENUM, W.ENUMN, W.ENUMN16):
         return v.value
     if k is W.MULTIHASH:
         return v.to_multibase()
@@ -205,7 +216,7 @@ def _value_to(w: Wire, v: Any) -> Any:
     if k is W.TABLE:
         return to_data(v)
     if k is W.UNION:
-        return {"kind": v.KIND, **to_data(v)}
+        return {"kind": v.KIND, **to_data(v)}  # the long form, as the reference writes it
     if k is W.LIST:
         return [_value_to(w.ref, x) for x in v]
     return v
@@ -218,7 +229,7 @@ def to_data(obj: Any) -> dict:
         v = getattr(obj, f.name)
         if v is not None:
             out[f.yaml_name] = _value_to(f.wire, v)
-    return out
+    return obj.yaml_out(out)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -226,6 +237,9 @@ def to_data(obj: Any) -> dict:
 # ------------------------------------------------------------------------------------------------------------------
 
 MANIFEST_VERSIONS = {"DatasetSnapshot": 1, "MetadataBlock": 2}
+"""The version each manifest kind is written in by default."""
+_READ_VERSIONS = {"MetadataBlock": (2, 3)}
+"""Kinds read in more than one version: a MetadataBlock keeps its version (it decides the block's binary layout)."""
 
 
 @dataclass(frozen=True)
@@ -298,12 +312,14 @@ def manifest_from_data(data: Any, file: str | None = None, expected: str | None 
         if expected and kind != expected:
             raise MetadataError(f"expected a {expected} manifest", path="kind", value=kind)
         version = data.get("version")
-        want = MANIFEST_VERSIONS.get(kind, 1)
-        if version != want:
+        accepted = _READ_VERSIONS.get(kind, (MANIFEST_VERSIONS.get(kind, 1),))
+        if version not in accepted or isinstance(version, bool):
+            want = " or ".join(map(str, accepted))
             raise MetadataError(f"unsupported {kind} version, expected {want}", path="version", value=version)
         if "content" not in data:
             raise MetadataError("missing required property 'content' of Manifest", path="content")
-        return from_data(table(kind), data["content"], "content")
+        obj = from_data(table(kind), data["content"], "content")
+        return obj.replace(manifest_version=version) if kind == "MetadataBlock" else obj
     except MetadataError as e:
         raise e.with_file(file) if file and not e.file else e
 
@@ -383,7 +399,8 @@ def iter_manifest_files(path: str | Path, expected: str | None = None) -> Iterat
 
 def manifest_to_data(obj: Any) -> dict:
     kind = type(obj).__name__
-    return {"kind": kind, "version": MANIFEST_VERSIONS.get(kind, 1), "content": to_data(obj)}
+    version = obj.manifest_version if kind == "MetadataBlock" else MANIFEST_VERSIONS.get(kind, 1)
+    return {"kind": kind, "version": version, "content": to_data(obj)}
 
 
 def dump_manifest(obj: Any) -> str:

@@ -23,7 +23,7 @@ from odf_core.engine.protocol import (
     ReadOutcome,
 )
 from spark_jobs.columns import schema_ddl_list
-from spark_jobs.errors import InvalidInput, internal_error
+from spark_jobs.errors import InvalidInput, always_answer
 from spark_jobs.ingest.diagnose import explain_failure
 from spark_jobs.ingest.kept import KeptRead, KeptReads
 import spark_jobs.ingest.merge as plans
@@ -57,19 +57,17 @@ def execute_ingest(spark: SparkSession, request: IngestRequest, kept: KeptReads 
     for k, v in INGEST_SQL_CONF.items():
         session.conf.set(k, v)
     work = WorkDir(request.work_dir)
-    try:
-        return _execute(session, request, work, sources, kept)
-    except InvalidInput as e:
+    def invalid(e: Exception) -> IngestResponse:
+        assert isinstance(e, InvalidInput)
         return IngestResponseInvalidInput(message=e.message, file=e.file, line=e.line, record=e.record)
-    except Exception as e:  # noqa: BLE001 - the engine always answers
-        try:
-            explained = explain_failure(session, e, sources)
-        except Exception:  # noqa: BLE001
-            explained = None
-        if explained is not None:
-            return IngestResponseInvalidInput(message=explained.message, file=explained.file, line=explained.line,
-                                              record=explained.record)
-        return internal_error(e)
+
+    def explain(e: Exception) -> IngestResponse | None:
+        explained = explain_failure(session, e, sources)
+        return None if explained is None else invalid(explained)
+
+    try:
+        return always_answer(lambda: _execute(session, request, work, sources, kept), invalid=invalid,
+                             rejected=(InvalidInput,), user_errors=None, explain=explain)
     finally:
         work.cleanup()
 

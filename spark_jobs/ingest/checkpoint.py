@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from odf_core.engine.protocol import MergePhase
-from odf_core.ingest.checkpoint import CHECKPOINT_META_KEY, meta_for, read_meta
+from odf_core.engine.checkpoint_format import CHECKPOINT_META_KEY, meta_for, read_meta
 from odf_core.metadata import MergeStrategyAppend, MergeStrategyLedger, MergeStrategySnapshot
 from spark_jobs.errors import InvalidInput
 from spark_jobs.parquet_files import spark_schema_meta

@@ -22,9 +22,10 @@ from pyspark.sql.types import DateType
 from odf_core.engine.protocol import ReadPhase
 from odf_core.metadata import DatasetVocabulary, TransformSql
 from spark_jobs.columns import col, is_timestamp, normalize_timestamps, type_ddl
-from spark_jobs.errors import InvalidInput, is_user_error, user_message
+from spark_jobs.errors import InvalidInput, InvalidQuery, is_user_error, user_message
 from spark_jobs.ingest import infer
 from spark_jobs.ingest.readers import SourceInfo, WorkDir, read_input, schema_of
+from spark_jobs.sql_gate import gated_query
 
 ET_FILLED = "__odf_event_time_from_source"
 ROW_ID = "__odf_row_id"
@@ -38,7 +39,8 @@ class ReadFrame:
 
 
 def apply_preprocess(spark: SparkSession, df: DataFrame, transform: TransformSql, file: str) -> DataFrame:
-    """Run the SQL steps over a temp view ``input``; views are dropped afterwards (the plan keeps them)."""
+    """Run the SQL steps over a temp view ``input``, each through the SQL gate (one query, nothing executed); views
+    are dropped afterwards (the plan keeps them)."""
     if transform.engine.lower() != "spark":
         raise InvalidInput(f"preprocess engine {transform.engine!r} is not supported by the Spark engine; use "
                            "engine 'spark'")
@@ -51,7 +53,9 @@ def apply_preprocess(spark: SparkSession, df: DataFrame, transform: TransformSql
     try:
         for i, step in enumerate(steps, 1):
             try:
-                out = spark.sql(step.query)
+                out = gated_query(spark, step.query, f"preprocess query {i}")
+            except InvalidQuery as e:
+                raise InvalidInput(f"{file}: {e}", file=file) from None
             except Exception as e:
                 if not is_user_error(e):
                     raise

@@ -38,7 +38,7 @@ from odf_core.metadata import (
     TransformResponseInvalidQuery,
     TransformResponseSuccess,
 )
-from spark_jobs.errors import EngineFailure, InvalidQuery, internal_error, is_user_error, user_message
+from spark_jobs.errors import EngineFailure, always_answer
 from spark_jobs.parquet_files import local_path
 from spark_jobs.session import request_session
 from spark_jobs.transform import plan_cache
@@ -86,7 +86,7 @@ def _plan_incremental(session: SparkSession, transform: Any, inputs: Sequence[An
                       vocab: Any) -> Any:
     """The incremental plan (or why not) of a stateful query; ``inputs`` have ``query_alias`` and ``vocab``."""
     from spark_jobs.transform.incremental import enabled
-    from spark_jobs.transform.incremental.plan import plan_query
+    from spark_jobs.transform.incremental.planner import plan_query
 
     return plan_query(session, transform, schemas, [i.vocab for i in inputs], [i.query_alias for i in inputs],
                       vocab, enabled(session))
@@ -97,21 +97,16 @@ def execute_transform(spark: SparkSession, request: OdfTransformRequest | Transf
     diag: dict[str, Any] = {}
     timings: dict[str, float] = {}
     started = time.monotonic()
-    try:
+    def run() -> Any:
         req, inputs = _inputs(request)
         interval = _execute(spark, req, inputs, diag, timings)
         timings["total"] = time.monotonic() - started
-        response: Any = TransformResponseSuccess(new_offset_interval=interval, new_watermark=output_watermark(inputs))
-    except InvalidQuery as e:
-        response = TransformResponseInvalidQuery(message=str(e))
-    except EngineFailure as e:
-        response = TransformResponseInternalError(message=str(e))
-    except Exception as e:  # noqa: BLE001 - the engine must always answer
-        if is_user_error(e):
-            response = TransformResponseInvalidQuery(message=f"the query failed on the input data: {user_message(e)}")
-        else:
-            err = internal_error(e)
-            response = TransformResponseInternalError(message=err.message, backtrace=err.backtrace)
+        return TransformResponseSuccess(new_offset_interval=interval, new_watermark=output_watermark(inputs))
+
+    response = always_answer(
+        run, invalid=lambda e: TransformResponseInvalidQuery(message=str(e)),
+        internal=lambda err: TransformResponseInternalError(message=err.message, backtrace=err.backtrace),
+        user_errors="the query failed on the input data: ")
     return OdfTransformResponse(response=response, diagnostics=_diagnostics(diag, timings))
 
 
@@ -163,19 +158,18 @@ def _arrow_schema_bytes(session: SparkSession, schema: Any) -> bytes:
     """The output slice's Arrow schema exactly as Spark's parquet writer will store it (an empty write)."""
     import pyarrow.parquet as pq
 
-    from odf_core.commit import data_schema
-    from odf_core.metadata.arrow_schema import encode_arrow_schema
+    from odf_core.metadata.arrow_schema import encode_arrow_schema, recorded_schema
     from spark_jobs.parquet_files import write_single_parquet
 
     with tempfile.TemporaryDirectory(prefix="odf-schema-") as tmp:
         path = os.path.join(tmp, "empty.parquet")
         write_single_parquet(session.createDataFrame([], schema), path)
-        return encode_arrow_schema(data_schema(pq.read_schema(path)))
+        return encode_arrow_schema(recorded_schema(pq.read_schema(path)))
 
 
 def validate_query(spark: SparkSession, request: ValidateQueryRequest) -> ValidateQueryResponse:
     """Analyse the query against the inputs' schemas: the output slice's schema, or why the query is wrong."""
-    try:
+    def run() -> ValidateQueryResponse:
         session = request_session(spark)
         views = {}
         for idx, inp in enumerate(request.inputs):
@@ -194,13 +188,5 @@ def validate_query(spark: SparkSession, request: ValidateQueryRequest) -> Valida
         return ValidateQueryResponseSuccess(output_schema=_arrow_schema_bytes(session, schema),
                                             plan_class=info.plan_class, reason=info.reason or None, path=path,
                                             operators=operators)
-    except InvalidQuery as e:
-        return QueryResponseInvalidQuery(message=str(e))
-    except EngineFailure as e:
-        from odf_core.engine.protocol import EngineInternalError
 
-        return EngineInternalError(message=str(e))
-    except Exception as e:  # noqa: BLE001
-        if is_user_error(e):
-            return QueryResponseInvalidQuery(message=user_message(e))
-        return internal_error(e)
+    return always_answer(run, invalid=lambda e: QueryResponseInvalidQuery(message=str(e)))

@@ -5,8 +5,9 @@
 * **stateful**: anything else (aggregates, windows, joins, distinct, limits, subqueries, constant sources): the query
   runs over the inputs' state and its output is diffed against the previous output state.
 
-Non-deterministic expressions (``rand``, ``uuid``, ``current_timestamp``...), TABLESAMPLE, non-query statements and
-reads of anything but the inputs are refused, as are outputs that hold the offset or system_time column, lack a
+Every step passes :mod:`spark_jobs.sql_gate` first (one query, no command, no Java-calling function, only views
+read). Non-deterministic expressions (``rand``, ``uuid``, ``current_timestamp``...), TABLESAMPLE and reads of anything
+but the inputs are refused, as are outputs that hold the offset or system_time column, lack a
 timestamp/date event time, or use the reserved ``__odf_`` prefix.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from odf_core.metadata import DatasetVocabulary, TransformSql
+from spark_jobs import sql_gate  # not its names: sql_gate imports this package's catalyst
 from spark_jobs.columns import quote
 from spark_jobs.errors import InvalidQuery, is_user_error, user_message
 from spark_jobs.transform.catalyst import Catalyst
@@ -57,8 +59,8 @@ def _step_label(i: int, alias: str | None) -> str:
 
 
 def run_steps(session: SparkSession, transform: TransformSql, views: Mapping[str, DataFrame]) -> DataFrame:
-    """Register inputs and aliased steps as temp views; return the output step's DataFrame."""
-    cat = Catalyst(session)
+    """Register inputs and aliased steps as temp views; return the output step's DataFrame (each step through the SQL
+    gate: one query, nothing executed)."""
     for alias, df in views.items():
         df.createOrReplaceTempView(quote(alias))
     taken = {a.lower() for a in views}
@@ -69,9 +71,8 @@ def run_steps(session: SparkSession, transform: TransformSql, views: Mapping[str
             if step.alias.lower() in taken:
                 raise InvalidQuery(f"{label}: alias {step.alias!r} is already used by an input or another step")
             taken.add(step.alias.lower())
-        sql = step.query.strip().rstrip(";").strip()
         try:
-            df = cat.parse_query(sql)
+            df = sql_gate.gated_query(session, step.query, label)
         except Exception as e:  # noqa: BLE001
             if is_user_error(e):
                 raise InvalidQuery(f"{label} failed: {user_message(e)}") from None

@@ -388,7 +388,7 @@ def _rebuild_states(step: Any, diag: dict[str, Any]) -> dict[str, DataFrame]:
     states: dict[str, Any] = {}
     t0 = time.monotonic()
     for op in step.plan.ops:  # children first: an operator's table may derive from those below it
-        if op.kind != incremental.keyed.KIND:
+        if incremental.state_tables(op):  # (operators by key keep none)
             states.update({name: step.keep(df)[0]
                            for name, df in incremental.initial_states(step, op, states).items()})
     diag["timings"]["states"] = time.monotonic() - t0

@@ -1,9 +1,9 @@
 """The generated DAGs really run: ``dag.test()`` of the sync DAG, a polling root served over HTTP, a push root, a
-derivative and a ``whole_graph`` DAG, against a real workspace, real Spark jobs (spark-submit) and Airflow's
-metadata DB (asset events).
+derivative and a ``whole_graph`` DAG, against a real workspace, real Spark and Airflow's metadata DB (asset events).
 
-Seven Spark jobs in all (read + merge of a root and the transform, once per layout, and the push); the runs with
-nothing new start none.
+Every Spark step is a call to one warm engine (the connection's ``engine_url``: an engine server on the test run's
+Spark session), as deployments with ``odf engine serve`` run them; the push root's run is the smoke test of the
+default path, one spark-submit per step (a job of its own, ~15 s each: seven of them cost this module ~2 min).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from .conftest import conn_env
 from .dag_factory.dagbag import load
 from .small_graph import BIG, CITIES_CSV, RATINGS_NDJSON, SmallGraph, big_cities, rows, write_dag_folder, write_served_files
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark]
 
 # No schedules (dag.test() runs what it is told); a short poking sensor, so a run with nothing new skips quickly.
 SIDECAR = """defaults:
@@ -56,6 +56,7 @@ class Setup:
     server: FileServer
     workspace: Path
     dags: dict[str, Any]
+    engine_url: str
 
     def run(self, name: str, **kwargs: Any) -> tuple[str, dict[str, str]]:
         """``dag.test()`` of a dataset's DAG (or ``odf__sync``): the run's state and its tasks' states."""
@@ -85,17 +86,25 @@ def asset_events(dataset: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def setup(airflow_db, airflow_home, tmp_path_factory):
+def setup(airflow_db, airflow_home, tmp_path_factory, spark):
+    from spark_jobs.server import EngineServer
+
     tmp = tmp_path_factory.mktemp("dag-runs")
     served = write_served_files(tmp / "served")
     folder = airflow_home / "dags"  # core.dags_folder: dag.test() syncs the DAGs of this folder to the DB
-    with FileServer(served) as server, pytest.MonkeyPatch.context() as mp:
-        graph = write_dag_folder(folder, server.url().rstrip("/"), SIDECAR, with_flaky=False, with_push=True)
-        write_dag_folder(folder / "graph", server.url().rstrip("/"), GRAPH_SIDECAR, prefix="g", with_flaky=False)
-        conn_env(mp, "odf_default", conn_type="odf", extra={"workspace": str(tmp / "ws"), "engine_options": SPARK})
-        bag = load(folder)
-        assert bag.import_errors == {}
-        yield Setup(graph, served, server, tmp / "ws", bag.dags)
+    engine = EngineServer(spark, "127.0.0.1", 0, max_concurrency=2, drain_s=5)
+    engine.start()
+    engine_url = f"grpc://127.0.0.1:{engine.port}"
+    try:
+        with FileServer(served) as server, pytest.MonkeyPatch.context() as mp:
+            graph = write_dag_folder(folder, server.url().rstrip("/"), SIDECAR, with_flaky=False, with_push=True)
+            write_dag_folder(folder / "graph", server.url().rstrip("/"), GRAPH_SIDECAR, prefix="g", with_flaky=False)
+            conn_env(mp, "odf_default", conn_type="odf", extra={"workspace": str(tmp / "ws"), "engine_url": engine_url})
+            bag = load(folder)
+            assert bag.import_errors == {}
+            yield Setup(graph, served, server, tmp / "ws", bag.dags, engine_url)
+    finally:
+        engine.shutdown(0)
 
 
 def test_sync_creates_the_workspace_and_every_dataset_of_the_folder(setup):
@@ -166,7 +175,10 @@ def test_full_verification_replays_the_transform_and_catches_a_changed_input(set
         path.write_bytes(original)  # the later tests run on the real data again
 
 
-def test_push_root_ingests_the_path_given_when_triggered(setup):
+def test_push_root_ingests_the_path_given_when_triggered(setup, monkeypatch):
+    """Through spark-submit (no ``engine_url``): the default path's smoke test."""
+    conn_env(monkeypatch, "odf_default", conn_type="odf", extra={"workspace": str(setup.workspace),
+                                                                  "engine_options": SPARK})
     g = setup.graph
     path = setup.served / "ratings.ndjson"
     state, tasks = setup.run(g.ratings, run_conf={"path": str(path)})
@@ -217,7 +229,6 @@ def test_whole_graph_dag_syncs_ingests_and_transforms_in_dependency_order(setup)
     assert {n: setup.head(n) for n in heads} == heads
 
 
-@pytest.mark.spark
 def test_the_same_dags_through_a_long_lived_engine(setup, spark, monkeypatch):
     """With ``engine_url`` on the odf connection every Spark step is a call to one warm engine (here served from the
     test's Spark session): the root's Read task keeps its rows in the engine and its Merge task uses them."""

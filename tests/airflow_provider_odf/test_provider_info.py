@@ -65,6 +65,7 @@ def test_every_listed_module_and_class_imports():
         assert callable(getattr(importlib.import_module(module), fn))
 
 
+@pytest.mark.airflow
 def test_airflow_providers_list_shows_the_provider(airflow_home):
     env = {**os.environ, "AIRFLOW_HOME": str(airflow_home / "cli"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
     out = subprocess.run([str(Path(sys.executable).with_name("airflow")), "providers", "list", "-o", "json"],

@@ -18,7 +18,7 @@ from .conftest import conn_env
 from .dag_factory.dagbag import load
 from .small_graph import RATINGS_NDJSON, SmallGraph
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.cluster]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.cluster, pytest.mark.airflow]
 
 SIDECAR = """defaults:
   odf_conn_id: odf_cluster

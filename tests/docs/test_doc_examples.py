@@ -1,4 +1,4 @@
-"""Every example in docs/*.md runs (or says why not): the docs cannot drift from what the code does.
+"""Every example in docs/*.md and the README runs (or says why not): the docs cannot drift from what the code does.
 
 Convention (also in docs/README.md):
 
@@ -17,6 +17,11 @@ Convention (also in docs/README.md):
   named ``odf-dags.yaml`` is loaded by the DAG factory's settings reader and must have no problem.
 * Any other block — and any block that must not run — carries ``<!-- no-test: REASON -->`` on the line before its
   fence. :func:`test_every_example_runs_or_says_why_not` fails on a block that neither runs nor has a reason.
+* A fence may be indented (a block inside a list item); its lines are read without that indentation.
+
+Each page's test counts what it did (commands run, files written, snapshots and settings checked) and fails on a
+block that should have run but did nothing (a ``console`` block without a ``$`` line); a page with no example to run
+is reported as skipped with its reasons, never as passed.
 """
 from __future__ import annotations
 
@@ -35,8 +40,8 @@ import pytest
 from odf_core.cli import main as odf_main
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = sorted((ROOT / "docs").glob("*.md"))
-_FENCE = re.compile(r"^```(\S*)\s*$")
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_FENCE = re.compile(r"^( *)```(\S*)\s*$")
 _NO_TEST = re.compile(r"<!--\s*no-test:\s*(.*?)\s*-->")
 _FILE = re.compile(r"^#\s*file:\s*(\S+)\s*$")
 
@@ -53,7 +58,12 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page.name
+        return f"{page}:{self.line}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.where} ({self.lang or 'no language'})"
 
     @property
     def file(self) -> str | None:
@@ -83,13 +93,14 @@ def blocks(page: Path) -> list[Block]:
         if not m:
             i += 1
             continue
-        start = i
+        start, indent = i, m.group(1)
         j = i + 1
-        while j < len(lines) and lines[j].rstrip() != "```":
+        while j < len(lines) and lines[j].rstrip() != indent + "```":
             j += 1
         prev = next((lines[k] for k in range(start - 1, -1, -1) if lines[k].strip()), "")
         reason = _NO_TEST.search(prev)
-        out.append(Block(page, start + 1, m.group(1).lower(), "\n".join(lines[start + 1:j]) + "\n",
+        body = [line.removeprefix(indent) for line in lines[start + 1:j]]
+        out.append(Block(page, start + 1, m.group(2).lower(), "\n".join(body) + "\n",
                          reason.group(1) if reason else None))
         i = j + 1
     return out
@@ -168,23 +179,26 @@ def check_settings_file(path: Path, where: str) -> None:
     assert not settings.dataset_errors, f"{where}: {settings.dataset_errors}"
 
 
-def run_page(page: Path, workdir: Path) -> int:
-    """Run every runnable block of ``page`` in ``workdir``; returns how many ran."""
+def run_page(page: Path, workdir: Path) -> dict[str, int]:
+    """Run every runnable block of ``page`` in ``workdir``; returns what each did (block -> commands run, files
+    written, snapshots and settings checked)."""
     scratch = workdir.parent / (workdir.name + "-snapshots")
     scratch.mkdir()
     assert _odf_in_process(["-w", str(scratch / ".odf"), "init"])[0] == 0
-    ran = 0
+    did: dict[str, int] = {}
     for n, block in enumerate(blocks(page)):
         if not block.runs:
             continue
-        ran += 1
+        done = 0
         if block.file:
+            done += 1
             target = workdir / block.file
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.text, encoding="utf-8")
             if target.name == "odf-dags.yaml":
                 check_settings_file(target, block.where)
         if block.is_snapshot:
+            done += 1
             snap = scratch / f"{n:03d}.yaml"
             snap.write_text(block.text, encoding="utf-8")
             code, output = _odf_in_process(["-w", str(scratch / ".odf"), "add", str(snap)])
@@ -192,7 +206,9 @@ def run_page(page: Path, workdir: Path) -> int:
         if block.lang == "console":
             for cmd in commands(block):
                 run_command(cmd, workdir, block.where)
-    return ran
+                done += 1
+        did[block.label] = done
+    return did
 
 
 # -- the tests ------------------------------------------------------------------------------------------------------
@@ -200,8 +216,7 @@ def run_page(page: Path, workdir: Path) -> int:
 
 def test_every_example_runs_or_says_why_not():
     """A new example that the runner would silently skip is a failure: run it or give the reason."""
-    silent = [f"{b.where} ({b.lang or 'no language'})" for page in DOCS for b in blocks(page)
-              if not b.runs and not (b.no_test or "").strip()]
+    silent = [b.label for page in DOCS for b in blocks(page) if not b.runs and not (b.no_test or "").strip()]
     assert silent == [], "fenced blocks that neither run nor carry <!-- no-test: reason -->:\n" + "\n".join(silent)
 
 
@@ -222,6 +237,24 @@ def test_the_convention_finds_blocks_reasons_and_commands(tmp_path):
     run_command(Command("odf -w ws log nope", ("odf: error: ws is not an odf workspace",)), tmp_path, "p.md:1")
 
 
+def test_indented_fences_and_blocks_that_do_nothing(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("- an item:\n\n  ```yaml\n  # file: odf-dags.yaml\n  defaults:\n    retries: 1\n  ```\n\n"
+                    "```console\njust text, no command\n```\n")
+    indented, idle = blocks(page)
+    assert (indented.lang, indented.file, indented.text) == ("yaml", "odf-dags.yaml",
+                                                             "# file: odf-dags.yaml\ndefaults:\n  retries: 1\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(AssertionError, match="output before the first"):
+        run_page(page, work)
+    page.write_text(page.read_text().replace("```console\njust text, no command\n```\n", "```console\n```\n"))
+    work2 = tmp_path / "work2"
+    work2.mkdir()
+    assert run_page(page, work2) == {"p.md:3 (yaml)": 1, "p.md:9 (console)": 0}  # the page's test fails on the 0
+    assert (work2 / "odf-dags.yaml").read_text().startswith("# file: odf-dags.yaml")
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("page", DOCS, ids=[p.name for p in DOCS])
 def test_page_examples(page, tmp_path, monkeypatch, spark):
@@ -230,4 +263,10 @@ def test_page_examples(page, tmp_path, monkeypatch, spark):
     monkeypatch.chdir(work)
     monkeypatch.setenv("ODF_PROGRESS", "never")
     monkeypatch.delenv("ODF_ENGINE_URL", raising=False)
-    run_page(page, work)
+    did = run_page(page, work)
+    idle = [label for label, n in did.items() if n == 0]
+    assert idle == [], f"blocks that should run but did nothing: {idle}"
+    print(f"{page.name}: ran {sum(did.values())} commands/files/checks in {len(did)} blocks")
+    if not did:
+        reasons = sorted({b.no_test for b in blocks(page) if b.no_test})
+        pytest.skip(f"{page.name} has no example to run" + (f" (no-test: {'; '.join(reasons)})" if reasons else ""))

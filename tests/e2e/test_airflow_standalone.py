@@ -31,7 +31,7 @@ from ..airflow_provider_odf.small_graph import (
     write_served_files,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.spark]
 
 SIDECAR = """defaults:
   sync_schedule: null     # the test triggers every run itself

@@ -20,7 +20,7 @@ from odf_core import gc
 from odf_core.errors import OdfError
 from odf_core.ingest import transaction as tx
 from odf_core.storage.faults import count_writes, inject_enospc
-from odf_core.transform.coordinator import run as run_transform
+from odf_core.transform import run as run_transform
 from odf_core.workspace import Workspace
 
 from . import workers

@@ -20,7 +20,7 @@ from odf_core.ingest import transaction as tx
 from odf_core.metadata import Seed
 from odf_core.storage import crash_env, was_killed
 from odf_core.storage.faults import ENV_VAR, TRACE_ENV_VAR, inject_enospc, read_trace
-from odf_core.transform.coordinator import run as run_transform
+from odf_core.transform import run as run_transform
 from odf_core.workspace import Workspace
 
 from . import workers
@@ -44,14 +44,22 @@ _CTX = multiprocessing.get_context("forkserver")
 _CTX.set_forkserver_preload(workers.PRELOAD)
 
 
-def _child(target, env: dict[str, str], *args: str) -> int | None:
+CHILD_TIMEOUT_S = 120.0
+
+
+class ChildHung(Exception):
+    """The child was still running at its time limit and the test killed it: not a kill at its crash point."""
+
+
+def _child(target, env: dict[str, str], *args: str, timeout_s: float = CHILD_TIMEOUT_S) -> int | None:
     env = {ENV_VAR: "", TRACE_ENV_VAR: "", **env}
     p = _CTX.Process(target=target, args=(env, *args))
     p.start()
-    p.join(120)
+    p.join(timeout_s)
     if p.is_alive():
         p.kill()
         p.join()
+        raise ChildHung(f"still running after {timeout_s:g} s, killed by the test (not at its crash point)")
     return p.exitcode
 
 
@@ -86,8 +94,11 @@ def _kill_everywhere(points, snapshot: Snapshot, fault_ledger, operation: str, k
     failures = []
     for point, nth in points:
         snapshot.restore()
-        code = kill(crash_env(point, nth, base={}))
-        problems = [] if was_killed(code) else [f"not killed (exit code {code})"]
+        try:
+            code = kill(crash_env(point, nth, base={}))
+            problems = [] if was_killed(code) else [f"not killed (exit code {code})"]
+        except ChildHung as e:
+            problems = [str(e)]
         try:
             problems += check()
         except OdfError as e:
@@ -96,6 +107,26 @@ def _kill_everywhere(points, snapshot: Snapshot, fault_ledger, operation: str, k
         if problems:
             failures.append(f"{point}@{nth}: {'; '.join(problems)}")
     assert not failures, "\n".join(failures)
+
+
+def test_a_hung_child_is_not_counted_as_killed_at_its_point():
+    """The harness itself: a child that never reaches its point is killed at the time limit (by the same signal)
+    and must be reported as hung, not counted as a kill at the point."""
+    recorded: list[dict] = []
+
+    class Ledger:
+        def record(self, *args: object, **kw: object) -> None:
+            recorded.append(kw)
+
+    class Nothing:
+        def restore(self) -> None:
+            pass
+
+    with pytest.raises(AssertionError, match=r"^somewhere@1: still running after 1 s, killed by the test \(not at "
+                                             r"its crash point\)"):
+        _kill_everywhere([("somewhere", 1)], Nothing(), Ledger(), "hang", lambda env: _child(workers.hang, env,
+                                                                                             timeout_s=1), lambda: [])
+    assert recorded == [{"lost_or_corrupted": True}]
 
 
 def test_kill_at_every_crash_point_of_an_ingest_commit(tmp_path, engine, fault_ledger):

@@ -15,10 +15,11 @@ import shutil
 import pytest
 
 from odf_core.chain.summary import SUMMARY_KEY
+from odf_core.identity import Multihash
 from odf_core.ingest import transaction as tx
 from odf_core.metadata import AddData
 from odf_core.storage import DatasetLayout
-from odf_core.transform.coordinator import run as run_transform
+from odf_core.transform import run as run_transform
 from odf_core.workspace import Workspace
 
 from .scenarios import (
@@ -83,6 +84,8 @@ def test_tampered_blocks_files_and_caches(tmp_path, engine, fault_ledger):
     def path(h, key: str) -> str:
         return h.store.local_path(key)
 
+    nowhere = Multihash.sha3_256(b"no block has these bytes")
+
     # (what is edited, how, the commands and what each must say: (argv, exit code, text its one line must hold))
     cases = [
         ("a block (flipped byte)", lambda: _flip(path(root, DatasetLayout.block_key(first_block))), [
@@ -100,8 +103,10 @@ def test_tampered_blocks_files_and_caches(tmp_path, engine, fault_ledger):
         ("the summary cache (edited)", lambda: _edit_summary(path(root, SUMMARY_KEY)), [
             (["verify", ROOT, "--integrity"], 1, SUMMARY_KEY),
             (["list"], 0, "")]),
-        ("refs/head (names no block)", lambda: open(path(root, "refs/head"), "w").write("f" + "1" * 70), [
-            (["verify", ROOT, "--integrity"], 1, "")]),
+        ("refs/head (not a block hash)", lambda: open(path(root, "refs/head"), "w").write("f" + "1" * 70), [
+            (["verify", ROOT, "--integrity"], 1, "refs/head holds an invalid block hash")]),
+        ("refs/head (names no block)", lambda: open(path(root, "refs/head"), "w").write(str(nowhere)), [
+            (["verify", ROOT, "--integrity"], 1, f"block {nowhere} is missing")]),
     ]
     steps, expected = [], []
     for what, tamper, commands in cases:

@@ -9,7 +9,7 @@ import os
 
 from odf_core.engine import Engine, EngineError
 
-PRELOAD = ["odf_core.workspace", "odf_core.ingest.transaction", "odf_core.transform.coordinator",
+PRELOAD = ["odf_core.workspace", "odf_core.ingest.transaction", "odf_core.transform.transaction",
            "odf_core.chain.integrity", "odf_core.hashing", "tests.faults.scenarios"]
 
 
@@ -37,7 +37,7 @@ def ingest_commit(env: dict[str, str], ws_root: str, staging_dir: str) -> None:
 
 def transform_commit(env: dict[str, str], ws_root: str, dataset: str, txn_id: str) -> None:
     _with_env(env)
-    from odf_core.transform.coordinator import run
+    from odf_core.transform import run
     from odf_core.workspace import Workspace
 
     run(Workspace.open(ws_root), dataset, engine=NoEngine(), txn_id=txn_id)
@@ -49,3 +49,11 @@ def create_dataset(env: dict[str, str], ws_root: str) -> None:
     from tests.faults.scenarios import root_snapshot
 
     Workspace.open(ws_root).create(root_snapshot("created"))
+
+
+def hang(env: dict[str, str]) -> None:
+    """Reaches no crash point and never ends: a hung child must not pass for one killed at its point."""
+    _with_env(env)
+    import time
+
+    time.sleep(3600)

@@ -12,7 +12,8 @@ import pytest
 
 from odf_core.cli import main
 from odf_core.errors import OdfError
-from odf_core.query import resolve_names, split_statements
+from odf_core.engine.sql_text import first_word, split_statements
+from odf_core.query import resolve_names
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = """
@@ -46,6 +47,18 @@ def test_names_are_quoted_where_unquoted_and_left_alone_elsewhere():
         resolve_names("select * from cities where x in (select x from my.data-sets)", names)
     assert split_statements("select 1; select ';' as x;\nselect") == (["select 1", "select ';' as x"], "\nselect")
 
+
+
+def test_the_client_check_reads_the_first_word_after_comments_spaces_and_parentheses(tmp_path, capsys):
+    """Only for a friendlier message before the engine is asked (the engine's gate decides): comments and
+    parentheses in front of a command no longer hide it, as ``/**/ insert`` hid it from the anchored regex."""
+    assert first_word("/**/ -- x\n ( \t/* y */InSeRt overwrite directory '/d' select 1") == "InSeRt"
+    assert first_word("'insert'") == "" and first_word("/* select */ with a as (select 1) select 1") == "with"
+    ws = str(tmp_path / ".odf")
+    assert run(capsys, "-w", ws, "init")[0] == 0
+    code, out, err = run(capsys, "-w", ws, "sql", "--/*\n(  Drop table x")
+    assert (code, out, err) == (1, "", "odf: error: not a query: it starts with 'DROP'; a query starts with SELECT, "
+                                       "WITH, VALUES, FROM or TABLE\n")
 
 @pytest.mark.spark
 def test_sql_takes_names_as_written_and_hints_unknown_ones(tmp_path, capsys, spark):
@@ -86,3 +99,59 @@ def test_piped_statements_share_one_spark_session(tmp_path):
     assert [line.split(" (")[0] for line in proc.stderr.strip().splitlines()] == ["odf: error: unknown dataset 'nope'"], \
         proc.stderr
     assert "NativeCodeLoader" in (tmp_path / "logs" / "spark-driver.log").read_text()
+
+
+ROOT_P = SNAPSHOT.replace("name: my.data-set", "name: p.root")
+
+
+@pytest.fixture
+def workspace_p(tmp_path, capsys) -> tuple[str, Path]:
+    """A workspace with one Root dataset ``p.root`` holding a data slice; (workspace, its data directory)."""
+    ws = tmp_path / ".odf"
+    (tmp_path / "p.yaml").write_text(ROOT_P)
+    data = tmp_path / "d.ndjson"
+    data.write_text('{"city": "Oslo", "v": 1}\n')
+    assert run(capsys, "-w", str(ws), "init")[0] == 0
+    assert run(capsys, "-w", str(ws), "add", str(tmp_path / "p.yaml"))[0] == 0
+    assert run(capsys, "-w", str(ws), "ingest", "p.root", str(data))[0] == 0
+    (data_dir,) = {p.parent for p in ws.rglob("*") if p.is_file() and p.parent.name == "data"}
+    return str(ws), data_dir
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in d.iterdir()}
+
+
+@pytest.mark.spark
+def test_sql_refuses_a_comment_prefixed_insert_overwrite_directory_and_deletes_nothing(workspace_p, capsys, spark):
+    """Issue #61 (1): ``/**/ insert overwrite directory '<dataset's data>'`` got past the client's regex and Spark ran
+    it inside ``session.sql``, deleting the dataset's data files. The client now skips comments, and the engine's gate
+    refuses a command hidden behind a CTE (which the client lets through) before anything runs."""
+    ws, data_dir = workspace_p
+    before = _files(data_dir)
+    insert = f"insert overwrite directory '{data_dir}' using parquet select 1 as x"
+    code, out, err = run(capsys, "-w", ws, "sql", "/**/ " + insert)
+    assert (code, out) == (1, "") and err == \
+        "odf: error: not a query: it starts with 'INSERT'; a query starts with SELECT, WITH, VALUES, FROM or TABLE\n", err
+    code, out, err = run(capsys, "-w", ws, "sql", f"with a as (select 1 as x) {insert}")
+    assert (code, out) == (1, "") and err == \
+        "odf: error: invalid query: only a query is allowed: statement 1 is a command (InsertIntoDir) " \
+        "[PARSE_SYNTAX_ERROR]\n", err
+    assert _files(data_dir) == before
+    code, out, err = run(capsys, "-w", ws, "sql", "select sum(v) as total from p.root")
+    assert (code, out.split()) == (0, ["total", "1"]), err
+
+
+@pytest.mark.spark
+def test_sql_refuses_java_method_and_reflect(workspace_p, capsys, spark):
+    """Issue #61 (2): any static Java method was callable from ``odf sql``; the engine's gate refuses the functions
+    that call Java before the query runs (the JVM system property the call would set stays unset)."""
+    ws, _ = workspace_p
+    prop = "odf.cli.sql.gate"
+    for fn in ("java_method", "reflect"):
+        code, out, err = run(capsys, "-w", ws, "sql",
+                             f"select {fn}('java.lang.System', 'setProperty', '{prop}', 'ran') from p.root")
+        assert (code, out) == (1, ""), out
+        assert err == f"odf: error: invalid query: function {fn}() is not allowed in statement 1: it calls Java " \
+                      "methods\n", err
+    assert spark._jvm.java.lang.System.getProperty(prop) is None

@@ -19,7 +19,8 @@ def test_piped_output_is_plain_lines_with_counts_bytes_and_rate(monkeypatch):
         for _ in range(3):
             p.advance(1, 1024)
     lines = out.getvalue().splitlines()
-    assert len(lines) == 4 and lines[0].startswith("pull: 1/3 objects, 1.0 KB (")  # interval 0: a line per advance
+    assert len(lines) == 3 and lines[0].startswith("pull: 1/3 objects, 1.0 KB (")  # interval 0: a line per advance,
+    # and no summary repeating the last of them
     assert lines[-1].startswith("pull: 3/3 objects, 3.0 KB (")
     assert "/s)" in lines[-1]
     assert not any("\x1b[" in line for line in lines)  # no terminal escapes in logs

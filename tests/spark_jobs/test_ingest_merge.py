@@ -270,10 +270,9 @@ def test_empty_input_gives_no_slice(spark, tmp_path):
 
 def schema_of_slice(path: str) -> bytes:
     """The dataset schema as the coordinator hands it to the engine: the SetDataSchema bytes of a slice."""
-    from odf_core.commit import data_schema
-    from odf_core.metadata.arrow_schema import encode_arrow_schema
+    from odf_core.metadata.arrow_schema import encode_arrow_schema, recorded_schema
 
-    return encode_arrow_schema(data_schema(pq.read_schema(path)))
+    return encode_arrow_schema(recorded_schema(pq.read_schema(path)))
 
 
 def test_schema_evolution_accepts_new_trailing_columns(spark, tmp_path):

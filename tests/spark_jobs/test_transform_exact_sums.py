@@ -6,26 +6,27 @@ removes a live row, and the reduced output is Python's exact sum (``fractions.Fr
 from __future__ import annotations
 
 import math
-import os
 import struct
 from collections import Counter
 from fractions import Fraction
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as hst
 
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental import canonical, exact_sums
 
+from ..hypothesis_profiles import spark_property
 from .test_transform_incremental import _run, sql
-from .transform_support import (OP_APPEND, OP_CORRECT_FROM, OP_CORRECT_TO, Event, InputSpec, Txn, minutes,
+from .transform_support import (OP_APPEND, OP_CORRECT_FROM, OP_CORRECT_TO, Event, InputSpec, PathLog, Txn, minutes,
                                 reduce_input, reduce_output, splits)
+
+pytestmark = pytest.mark.spark
 
 R = 1
 FLOATS = pa.schema([pa.field("k", pa.string()), pa.field("x", pa.float64())])
-EXAMPLES = int(os.environ.get("ODF_INCREMENTAL_EXAMPLES", "1"))
 QUERY = ("SELECT k, sum(x) AS s, avg(x) AS a, sum(x) FILTER (WHERE x > 0) AS pos, count(*) AS n, "
          "max(event_time) AS event_time FROM a GROUP BY k")
 BIG = 2.0 ** 1000
@@ -93,11 +94,12 @@ VALUES = hst.one_of(
 
 
 @hst.composite
-def changelogs(draw, max_events: int = 18) -> list[Event]:
-    """Appends, and -R / -C+C of live rows (never of a NaN: an input's removal matches a row by equality)."""
+def changelogs(draw, max_events: int = 18, min_events: int = 2) -> list[Event]:
+    """Appends, and -R / -C+C of live rows (never of a NaN: an input's removal matches a row by equality); at least
+    ``min_events`` of them, so that a split can cut them into that many transactions with rows."""
     events: list[Event] = []
     live: list[Event] = []
-    for i in range(draw(hst.integers(1, max_events))):
+    for i in range(draw(hst.integers(min_events, max_events))):
         removable = [j for j, e in enumerate(live) if not (isinstance(e.data[1], float) and math.isnan(e.data[1]))]
         kind = draw(hst.sampled_from(["append", "append", "retract", "correct"])) if removable else "append"
         if kind == "append":
@@ -147,18 +149,31 @@ FIXED = ([Event(OP_APPEND, minutes(i), ("p", v)) for i, v in enumerate(CHAIN)]
 FIXED_SPLIT = [Txn({"a": 3}), Txn({"a": 4}), Txn({"a": 5}), Txn({"a": 5}), Txn({"a": 2}), Txn({"a": 2})]
 
 
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
-@example(data=None)
-@given(data=hst.data())
-def test_any_values_and_split_give_the_exact_sum_rounded_once(spark, tmp_path_factory, data):
+def test_any_values_and_split_give_the_exact_sum_rounded_once(spark, tmp_path_factory):
+    """The fixed chain, then the profile's generated examples (tests/hypothesis_profiles.py), each cut into at least
+    two transactions with rows: some generated step must have been incremental."""
+    generated = PathLog()
+
+    @spark_property("exact sums", scale=8)
+    @example(data=None)
+    @given(data=hst.data())
+    def check(data):
+        _check_exact_sums(spark, tmp_path_factory, data, generated)
+
+    check()
+    generated.assert_incremental("exact sums")
+
+
+def _check_exact_sums(spark, tmp_path_factory, data, generated: PathLog) -> None:
     if data is None:
         events, split = FIXED, FIXED_SPLIT
         assert sum(t.rows["a"] for t in split) == len(events)
     else:
         events = data.draw(changelogs(), "events")
-        split = data.draw(splits([InputSpec("a", FLOATS, events)]), "split")
+        split = data.draw(splits([InputSpec("a", FLOATS, events)], min_steps=2), "split")
     inc, inputs = _both(spark, tmp_path_factory.mktemp("exact"), events, split)
+    if data is not None:
+        generated.record(inc.result)
     reduced = got(inc.result.rows())
     assert reduced == expected(reduce_input(inputs[0]))
     if data is None:  # the explicit example's groups spelled out, where Spark's additions are not exact

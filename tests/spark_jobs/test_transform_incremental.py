@@ -12,7 +12,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as hst
 
 from odf_core.engine.protocol import ValidateInput, ValidateQueryRequest, ValidateQueryResponseSuccess
@@ -27,6 +27,7 @@ from .transform_support import (
     Event,
     InputSpec,
     MiniCoordinator,
+    PathLog,
     Txn,
     batch_reference,
     checkpoint_tables,
@@ -35,10 +36,12 @@ from .transform_support import (
     reduce_output,
     splits,
 )
+from ..hypothesis_profiles import spark_property
+
+pytestmark = pytest.mark.spark
 
 R = 1  # -R
 DATA = pa.schema([pa.field("k", pa.string()), pa.field("x", pa.int64())])
-EXAMPLES = int(os.environ.get("ODF_INCREMENTAL_EXAMPLES", "1"))
 
 
 def sql(query: str) -> dict:
@@ -295,8 +298,8 @@ VALUES = hst.one_of(hst.none(), hst.integers(-5, 9))
 
 
 @hst.composite
-def changelogs(draw, max_events: int = 16, growing: bool = False, in_order: bool = False, tied: bool = False
-               ) -> list[Event]:
+def changelogs(draw, max_events: int = 16, growing: bool = False, in_order: bool = False, tied: bool = False,
+               min_events: int = 1) -> list[Event]:
     """A valid changelog: appends, and -R / -C+C of rows that are live at that point. ``growing``: the appended x
     grows with its position, like an id (sometimes NULL), so each slice holds a range of x of its own and key ranges
     leave slices out; a correction then changes k, so a retraction touches the x of an older slice again.
@@ -305,7 +308,7 @@ def changelogs(draw, max_events: int = 16, growing: bool = False, in_order: bool
     four event times, so most rows are tied with others of their key at it."""
     events: list[Event] = []
     live: list[Event] = []
-    for i in range(draw(hst.integers(1, max_events))):
+    for i in range(draw(hst.integers(min_events, max_events))):
         kinds = ["append"] * (6 if in_order or tied else 2) + ["retract", "correct"]
         kind = draw(hst.sampled_from(kinds)) if live else "append"
         if kind == "append":
@@ -381,21 +384,34 @@ TAIL_SPLIT = [Txn({"a": 4}), Txn({"a": 2}), Txn({"a": 2}), Txn({"a": 1}), Txn({"
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
-@example(data=None)
-@given(data=hst.data())
-def test_any_changelog_and_split_gives_the_batch_result(spark, tmp_path_factory, name, data):
+def test_any_changelog_and_split_gives_the_batch_result(spark, tmp_path_factory, name):
+    """The fixed history, then the profile's generated examples (tests/hypothesis_profiles.py), each split into at
+    least two transactions with rows of a: some generated step must have been incremental."""
+    generated = PathLog()
+
+    @spark_property(name)
+    @example(data=None)
+    @given(data=hst.data())
+    def check(data):
+        _check_family(spark, tmp_path_factory, name, data, generated)
+
+    check()
+    generated.assert_incremental(name)
+
+
+def _check_family(spark, tmp_path_factory, name: str, data, generated: PathLog) -> None:
     transform, changelog = FAMILIES[name]
     if data is None:  # the fixed history: p's maximum removed and p corrected in step 3, r added and removed in 4
         inputs = _inputs(FIXED_A, FIXED_B)
         split = [Txn({"a": 2, "b": 1}), Txn({"a": 2, "b": 1}), Txn({"a": 3}), Txn({"a": 2})]
     else:
         in_order, tied = name in IN_ORDER, name in TIED_FAMILIES
-        inputs = _inputs(data.draw(changelogs(40 if tied else 16, in_order=in_order, tied=tied), "a"),
+        inputs = _inputs(data.draw(changelogs(40 if tied else 16, in_order=in_order, tied=tied, min_events=2), "a"),
                          data.draw(changelogs(8, in_order=in_order), "b"))
-        split = data.draw(splits(inputs), "split")
+        split = data.draw(splits(inputs, min_steps=2), "split")
     coord = _run(spark, tmp_path_factory.mktemp(name), transform, inputs, split)
+    if data is not None:
+        generated.record(coord.result)
     responses = coord.result.responses
     paths = [r.diagnostics["path"] for r in responses]
     assert paths[0] == "rebuild" and set(paths[1:]) <= {"incremental", None}, paths  # None: nothing new
@@ -1295,7 +1311,7 @@ def test_beside_a_lead_the_tail_keeps_the_running_values_it_output(spark, tmp_pa
     row. A NULL before a larger value in the tail is the case the state alone gets wrong. The tail keeps every
     function's value, the lead's too, so a row output again is retracted with its stored values: a step runs the
     window once, over the tails and the new rows, not a second time over the tails alone."""
-    from spark_jobs.transform.incremental import running
+    from spark_jobs.transform.incremental import running_tails as running
 
     windows: list[int] = []
     real = running._window
@@ -1539,19 +1555,27 @@ RANGED = {
 
 
 @pytest.mark.parametrize("name", sorted(RANGED))
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(data=hst.data())
-def test_keys_that_grow_with_the_history_give_the_batch_result(spark, tmp_path_factory, name, data):
+def test_keys_that_grow_with_the_history_give_the_batch_result(spark, tmp_path_factory, name):
     """Keys whose ranges prune the history's slices (.key_ranges), with retractions and corrections of rows in older
-    slices, for any split: the output reduces to the batch result."""
+    slices, for any split (at least two transactions with rows of a): the output reduces to the batch result, and
+    some generated step was incremental."""
     transform = RANGED[name]
-    inputs = _inputs(data.draw(changelogs(growing=True), "a"), data.draw(changelogs(10, growing=True), "b"))
-    split = data.draw(splits(inputs), "split")
-    coord = _run(spark, tmp_path_factory.mktemp(name), transform, inputs, split)
-    paths = [r.diagnostics["path"] for r in coord.result.responses]
-    assert paths[0] == "rebuild" and set(paths[1:]) <= {"incremental", None}, paths
-    assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs), split
+    generated = PathLog()
+
+    @spark_property(f"ranged {name}", scale=2)
+    @given(data=hst.data())
+    def check(data):
+        inputs = _inputs(data.draw(changelogs(growing=True, min_events=2), "a"),
+                         data.draw(changelogs(10, growing=True), "b"))
+        split = data.draw(splits(inputs, min_steps=2), "split")
+        coord = _run(spark, tmp_path_factory.mktemp(name), transform, inputs, split)
+        generated.record(coord.result)
+        paths = [r.diagnostics["path"] for r in coord.result.responses]
+        assert paths[0] == "rebuild" and set(paths[1:]) <= {"incremental", None}, paths
+        assert reduce_output(coord.result.rows()) == batch_reference(spark, transform, inputs), split
+
+    check()
+    generated.assert_incremental(name)
 
 
 def test_a_join_of_two_growing_inputs_reads_the_history_slices_its_keys_reach(spark, tmp_path):
@@ -1794,7 +1818,7 @@ def test_a_driver_plans_a_stateful_query_once(spark, tmp_path, monkeypatch):
     (spark_jobs.transform.plan_cache) instead of analysing the query twice again, and write the same slices as steps
     planned afresh; a changed setting is planned again."""
     from spark_jobs.transform import plan_cache
-    from spark_jobs.transform.incremental import plan as plan_module
+    from spark_jobs.transform.incremental import planner as plan_module
 
     planned: list[int] = []
     real = plan_module.plan_query

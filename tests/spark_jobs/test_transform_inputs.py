@@ -6,6 +6,7 @@ import datetime as dt
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from odf_core.metadata import DatasetVocabulary, TransformRequestInput
 from odf_core.identity import DatasetID
@@ -47,6 +48,7 @@ def test_footer_statistics_tell_an_append_only_history(tmp_path):
     assert column_max(str(tmp_path / "missing.parquet"), "op") is None
 
 
+@pytest.mark.spark
 def test_history_is_reduced_only_when_it_has_retractions(spark, tmp_path):
     a = slice_file(tmp_path / "a.parquet", 0, [0, 0, 0], ["x", "y", "x"])
     b = slice_file(tmp_path / "b.parquet", 3, [1], ["x"])
@@ -57,6 +59,7 @@ def test_history_is_reduced_only_when_it_has_retractions(spark, tmp_path):
         assert sorted(r["name"] for r in rows.collect()) == names
 
 
+@pytest.mark.spark
 def test_footers_tell_which_slices_need_an_offset_filter(spark, tmp_path):
     """A filter on offsets that keeps every row of a file is left out (its moving bounds would be compiled into new
     code at every step); files entirely past the end are not read; a file without statistics keeps the filter."""
@@ -133,6 +136,7 @@ def _scanned_rows(df) -> int:
     return sum(s.metrics().apply("numOutputRows").value() for s in scans)
 
 
+@pytest.mark.spark
 def test_a_bounded_read_skips_the_row_groups_outside_the_range(spark, tmp_path):
     """rows_of with key bounds (what a step reads of a big slice for the keys it touches): parquet skips the row
     groups whose statistics lie outside the range, rows outside it are dropped, a retraction goes with its row, and

@@ -276,24 +276,60 @@ def run_split(spark: Any, root: Path, transform: Mapping[str, Any], inputs: Sequ
     return coord.result
 
 
-def splits(inputs: Sequence[InputSpec], max_txn: int = 4) -> hst.SearchStrategy[list[Txn]]:
+def splits(inputs: Sequence[InputSpec], max_txn: int = 4, min_steps: int = 1) -> hst.SearchStrategy[list[Txn]]:
     """Every way to cut the inputs into 1..max_txn transactions that consume all their events: a cut never falls
     between a -C and its +C; transactions may be empty for some or all inputs, hold one row, or only advance a
-    watermark."""
+    watermark. ``min_steps``: at least that many transactions bring new rows of the first input (it needs that many
+    events, a -C+C pair counting as one), so even Hypothesis's simplest split runs steps after one with rows."""
     aliases = [s.alias for s in inputs]
 
     @hst.composite
     def draw_split(draw: Any) -> list[Txn]:
-        n = draw(hst.integers(1, max_txn))
+        n = draw(hst.integers(min_steps, max(max_txn, min_steps)))
         sizes: dict[str, list[int]] = {}
-        for s in inputs:
+        for i, s in enumerate(inputs):
             cuts = hst.sampled_from([0, *valid_cuts(s.events)])
-            bounds = [0, *sorted(draw(hst.lists(cuts, min_size=n - 1, max_size=n - 1))), len(s.events)]
+            forced: list[int] = []
+            if i == 0 and min_steps > 1:  # distinct cuts inside the changelog: min_steps non-empty transactions
+                inner = hst.sampled_from([c for c in valid_cuts(s.events) if c < len(s.events)])
+                forced = draw(hst.lists(inner, min_size=min_steps - 1, max_size=min_steps - 1, unique=True))
+            rest = draw(hst.lists(cuts, min_size=n - 1 - len(forced), max_size=n - 1 - len(forced)))
+            bounds = [0, *sorted(forced + rest), len(s.events)]
             sizes[s.alias] = [bounds[t + 1] - bounds[t] for t in range(n)]
         return [Txn({a: sizes[a][t] for a in aliases}, draw(hst.frozensets(hst.sampled_from(aliases))))
                 for t in range(n)]
 
     return draw_split()
+
+
+@dataclass
+class PathLog:
+    """The path the engine took at each step of each generated example of a property test (the responses'
+    ``diagnostics.path``), with whether the step brought new rows. A property over random splits proves the
+    incremental path only if some generated example stepped on it with rows after a step that had some: Hypothesis's
+    first example is its simplest input (one transaction, if the strategy allows it)."""
+
+    examples: list[list[tuple[str | None, bool]]] = field(default_factory=list)
+
+    def record(self, result: ChainResult) -> None:
+        self.examples.append([(r.diagnostics.get("path"), any(q.get("offsetInterval") for q in doc["content"]
+                                                              ["queryInputs"]))
+                              for r, doc in zip(result.responses, result.requests, strict=True)])
+
+    def incremental_steps(self) -> int:
+        """Steps on the incremental path with new rows that came after a step with rows (a state to update)."""
+        n = 0
+        for steps in self.examples:
+            had_rows = False
+            for path, rows in steps:
+                n += had_rows and rows and path == "incremental"
+                had_rows = had_rows or rows
+        return n
+
+    def assert_incremental(self, what: str) -> None:
+        assert self.examples, f"{what}: no generated example ran"
+        assert self.incremental_steps() > 0, \
+            f"{what}: no generated example took an incremental step with new rows: {self.examples}"
 
 
 def expected_watermark(request: Mapping[str, Any]) -> dt.datetime | None:

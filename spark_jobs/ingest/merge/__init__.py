@@ -1,6 +1,7 @@
 """The merge phase: the read rows merged into the next data slice by the source's ``MergeStrategy``.
 
-One module per strategy (:mod:`.append`, :mod:`.ledger`, :mod:`.snapshot`), each with two plans:
+One module per strategy (:mod:`.append`, :mod:`.ledger`, :mod:`.snapshot`, :mod:`.changelog_stream`,
+:mod:`.upsert_stream`); the first three each have two plans:
 
 * the **collect plan**, while the parsed input (plus the seen keys or the state) fits ``DRIVER_MERGE_BYTES`` (env
   ``ODF_INGEST_DRIVER_MERGE_BYTES``, default 512 MiB) and has no nested types: Spark parses in parallel and ships the
@@ -11,7 +12,8 @@ One module per strategy (:mod:`.append`, :mod:`.ledger`, :mod:`.snapshot`), each
   one streaming pass.
 
 Offsets are consecutive from ``prev_offset + 1``: Append and Ledger rows in event-time order (nulls first, ties in
-input order), Snapshot rows by primary key then op.
+input order), Snapshot, ChangelogStream and UpsertStream rows by primary key then op (ties in input order). The two
+stream strategies (spec after v0.34.1) take an ``op`` column in the input and run as Spark plans.
 """
 from __future__ import annotations
 
@@ -68,6 +70,8 @@ class MergeInput:
     source_bytes: int | None = None  # bytes of the files df is read from (decides the collect plan)
     rows_read: int | None = None  # set by the merge when it learns how many rows the input has
     arrow: Any = None  # the rows already on the driver (a long-lived engine kept them from the read request)
+    duplicate_rows: int | None = None  # Ledger: rows dropped for repeating a key of an earlier row of this input
+    duplicate_key: str | None = None  # Ledger: one such key, JSON
 
 
 @dataclass
@@ -114,6 +118,21 @@ def duplicate_key(df: DataFrame, pk: Sequence[str]) -> str | None:
     found = (df.groupBy(*keys).agg(F.count(F.lit(1)).alias("__odf_n")).where(F.col("__odf_n") > 1)
              .select(F.to_json(F.struct(*keys)).alias("key")).limit(1).collect())
     return found[0]["key"] if found else None
+
+
+def input_duplicates(df: DataFrame, pk: Sequence[str]) -> tuple[int, str | None]:
+    """How many rows of ``df`` repeat the primary key of another row (each key's rows beyond its first; nulls equal),
+    and the smallest such key as JSON: one hash aggregation over the key columns."""
+    keys = [col(k) for k in pk]
+    row = (df.groupBy(*keys).agg(F.count(F.lit(1)).alias("__odf_n")).where(F.col("__odf_n") > 1)
+           .agg(F.sum(F.col("__odf_n") - 1).alias("n"), F.min(F.to_json(F.struct(*keys))).alias("key"))
+           .collect()[0])
+    return int(row["n"] or 0), row["key"]
+
+
+DUPLICATES = ("first", "error")
+"""What a Ledger merge does with rows repeating a key of an earlier row of the same input (``MergePhase.duplicates``,
+a project option outside the chain: see docs/conformance.md D1)."""
 
 
 def is_small(size_bytes: int | None) -> bool:
@@ -195,10 +214,20 @@ def read_history(ctx: MergeContext) -> DataFrame:
     return ctx.spark.read.option("mergeSchema", "true").parquet(*paths)
 
 
+OP_INPUT = {"ChangelogStream": True, "UpsertStream": False}
+"""Strategies whose input carries the operation type column (the vocabulary's ``op``): required or optional."""
+
+
 def prepare_merge_input(df: DataFrame, vocab: DatasetVocabulary, phase: MergePhase,
                         normalized: bool = False) -> tuple[DataFrame, list[str]]:
-    """Validate system/key columns; returns df with columns [event_time, data...(, hidden)] and the data names."""
-    cols = [c for c in df.columns if c not in HIDDEN]
+    """Validate system/key columns; returns df with columns [event_time, data...(, op)(, hidden)] and the data names
+    (event time + data: never ``op``, which only the stream strategies take, as an input column)."""
+    kind = strategy_kind(phase.strategy)
+    takes_op = kind in OP_INPUT
+    cols = [c for c in df.columns if c not in HIDDEN and not (takes_op and c == vocab.op)]
+    if takes_op and OP_INPUT[kind] and vocab.op not in df.columns:
+        raise InvalidInput(f"{kind} needs the operation type column '{vocab.op}' in the data (0 append, 1 retract, "
+                           f"2 correct-from, 3 correct-to; columns: {cols})")
     clash = [c for c in vocab.system_columns if c in cols]
     if clash:
         raise InvalidInput(f"the data must not contain the system column(s) {clash}; they are added by the ingest")
@@ -211,7 +240,7 @@ def prepare_merge_input(df: DataFrame, vocab: DatasetVocabulary, phase: MergePha
     require_columns(primary_key(phase.strategy), cols, "primary key")
     require_columns(getattr(phase.strategy, "compare_columns", None) or (), cols, "compare")
     data = [vocab.event_time] + [c for c in cols if c != vocab.event_time]
-    extra = [c for c in HIDDEN if c in df.columns]
+    extra = ([vocab.op] if takes_op and vocab.op in df.columns else []) + [c for c in HIDDEN if c in df.columns]
     df = df.select(*[col(c) for c in data + extra])
     return (df if normalized else normalize_timestamps(df)), data
 
@@ -255,11 +284,40 @@ def check_not_null(counts: dict[str, int], columns: Sequence[str]) -> None:
                            "NULL")
 
 
+OPS = (0, 1, 2, 3)
+"""Operation types of a changelog (RFC-015): +A append, -R retract, -C correct-from, +C correct-to."""
+
+
+def staged_with_row_ids(ctx: MergeContext, inp: MergeInput, name: str) -> MergeInput:
+    """The input as staged parquet read back with its input order in ``ROW_ID``: written once unless it is staged
+    already (the plans below scan it more than once). Sets ``inp.rows_read``."""
+    from spark_jobs.ingest.read import ROW_ID
+    from spark_jobs.parquet_files import count_rows, file_bytes, load_parquet, write_parts
+
+    if inp.size_bytes is not None and ROW_ID in inp.df.columns:
+        return inp
+    df = inp.df if ROW_ID in inp.df.columns else inp.df.withColumn(ROW_ID, F.monotonically_increasing_id())
+    staged = write_parts(df, ctx.work.path(name))
+    inp.rows_read = count_rows(staged)
+    return MergeInput(load_parquet(ctx.spark, os.path.dirname(staged[0]), staged[0]), file_bytes(staged), True,
+                      rows_read=inp.rows_read)
+
+
+def check_ops(df: DataFrame, op: str) -> None:
+    """Refuse an input whose operation type column holds a null or a value other than 0..3, naming one."""
+    bad = df.where(col(op).isNull() | ~col(op).isin(*OPS)).select(col(op)).limit(1).collect()
+    if bad:
+        raise InvalidInput(f"column '{op}' (the operation type) holds {bad[0][0]!r}: expected 0 (append), 1 (retract),"
+                           " 2 (correct-from) or 3 (correct-to)")
+
+
 def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: DatasetVocabulary,
               work: WorkDir) -> MergeOutcome:
     """Merge the new rows into a slice file (and checkpoint) with the phase's strategy."""
-    from spark_jobs.ingest.merge import append, ledger, snapshot
+    from spark_jobs.ingest.merge import append, changelog_stream, ledger, snapshot, upsert_stream
 
+    if phase.duplicates is not None and phase.duplicates not in DUPLICATES:
+        raise InvalidInput(f"duplicates: expected one of {', '.join(DUPLICATES)}, got {phase.duplicates!r}")
     df, cols = prepare_merge_input(inp.df, vocab, phase, inp.normalized)
     inp.df, inp.normalized = df, True
     not_null = list(phase.not_null or ())
@@ -273,14 +331,16 @@ def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: Da
     ctx = MergeContext(spark, phase, vocab, work, cols,
                        required_columns(phase, vocab, cols, counts.get(vocab.event_time, 0)))
     kind = strategy_kind(phase.strategy)
-    strategy = {"Append": append.merge, "Ledger": ledger.merge, "Snapshot": snapshot.merge}[kind]
+    strategy = {"Append": append.merge, "Ledger": ledger.merge, "Snapshot": snapshot.merge,
+                "ChangelogStream": changelog_stream.merge, "UpsertStream": upsert_stream.merge}[kind]
     stats: SliceStats = strategy(ctx, inp)
     start = ctx.offset_start
     return MergeOutcome(
         num_records=stats.num_records,
         offset_interval=_interval(start, stats.num_records),
         max_event_time=_event_time(stats.max_event_time),
-        checkpoint_written=stats.checkpoint_written)
+        checkpoint_written=stats.checkpoint_written,
+        duplicates_dropped=inp.duplicate_rows, duplicate_key=inp.duplicate_key)
 
 
 def _interval(start: int, n: int) -> Any:

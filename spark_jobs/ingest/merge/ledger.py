@@ -16,14 +16,14 @@ from pyspark.sql import functions as F
 from spark_jobs.columns import col
 from spark_jobs.errors import InvalidInput
 from spark_jobs.ingest.checkpoint import CheckpointPlan, usable_checkpoint
-from spark_jobs.ingest.keys import ledger_keep_mask, pa_concat
+from spark_jobs.ingest.keys import key_json, ledger_keep_mask, pa_concat
 import spark_jobs.ingest.merge as plans
 from spark_jobs.ingest.merge import (
     MergeContext,
     MergeInput,
     collect_input,
     collect_plan_fits,
-    duplicate_key,
+    input_duplicates,
     flat_types,
     in_event_time_order,
     is_small,
@@ -91,6 +91,7 @@ def merge(ctx: MergeContext, inp: MergeInput) -> SliceStats:
         # Collect plan: rows in event-time order minus those whose key was seen (or seen earlier in the input).
         table = in_event_time_order(collect_input(inp, ctx.cols)[0], ctx.vocab)
         keep, distinct_seen = ledger_keep_mask(table.select(ctx.pk), seen.read(ctx.pk))
+        _duplicates(ctx, inp, *_mask_duplicates(table.select(ctx.pk), keep, seen.files))
         if not keep.all():
             table = table.filter(pa.array(keep))
         return write_slice(ctx.phase.output_path, ctx.vocab, table, offset_start=ctx.offset_start,
@@ -104,14 +105,40 @@ def merge(ctx: MergeContext, inp: MergeInput) -> SliceStats:
     if flat_types(inp.df.schema, ctx.pk) and key_bytes <= plans.DRIVER_MERGE_BYTES:
         new_keys = pa_concat([pq.read_table(p, columns=ctx.pk) for p in parts])
         keep, distinct_seen = ledger_keep_mask(new_keys, seen.read(ctx.pk))
+        _duplicates(ctx, inp, *_mask_duplicates(new_keys, keep, seen.files))
         checkpoint = _checkpoint(ctx, distinct_seen)
     else:
-        parts, checkpoint = _spark_plan(ctx, parts, seen)
+        parts, checkpoint = _spark_plan(ctx, inp, parts, seen)
     return combine_slice(parts, ctx.phase.output_path, vocab=ctx.vocab, offset_start=ctx.offset_start,
                          system_time_ms=ctx.system_time_ms, checkpoint=checkpoint, keep=keep, required=ctx.required)
 
 
-def _spark_plan(ctx: MergeContext, parts: list[str], seen: SeenKeys) -> tuple[list[str], CheckpointPlan]:
+def _mask_duplicates(new_keys: Any, keep: Any, seen_files: list[str]) -> tuple[int, str | None]:
+    """Rows of the input repeating the key of an earlier row of it, and the first such key (JSON): from the Ledger's
+    own mask when nothing was seen before, else one more hash pass over the new keys only."""
+    import numpy as np
+
+    if keep.all():
+        return 0, None
+    first = keep if not seen_files else ledger_keep_mask(new_keys, None)[0]
+    repeated = np.flatnonzero(~np.asarray(first))
+    if not len(repeated):
+        return 0, None
+    return len(repeated), key_json(new_keys, new_keys.column_names, int(repeated[0]))
+
+
+def _duplicates(ctx: MergeContext, inp: MergeInput, n: int, key: str | None) -> None:
+    """Report rows that repeat a key inside one input (conformance D1), or refuse the input when the source says
+    ``duplicates: error``."""
+    inp.duplicate_rows, inp.duplicate_key = n, key
+    if n and ctx.phase.duplicates == "error":
+        raise InvalidInput(f"{n} row(s) repeat the primary key ({', '.join(ctx.pk)}) of an earlier row of the same "
+                           f"input, e.g. {key}; refused because duplicates is 'error' ('first' keeps the first row "
+                           "per key)")
+
+
+def _spark_plan(ctx: MergeContext, inp: MergeInput, parts: list[str], seen: SeenKeys
+                ) -> tuple[list[str], CheckpointPlan]:
     """Ledger over the ordered parts with Spark: a row's position in them is its order."""
     pk, spark = ctx.pk, ctx.spark
     staged = load_parquet(spark, os.path.dirname(parts[0]), parts[0])
@@ -133,7 +160,9 @@ def _spark_plan(ctx: MergeContext, parts: list[str], seen: SeenKeys) -> tuple[li
         seen_df = load_parquet(spark, os.path.dirname(prefix[0]), prefix[0])
     small = is_small(file_bytes(parts) + file_bytes(prefix))
     df, seen_df = one_partition(df, small), one_partition(seen_df, small)
-    if small or duplicate_key(df, pk) is not None:
+    repeats, sample = input_duplicates(df, pk)
+    _duplicates(ctx, inp, repeats, sample)
+    if repeats:
         new = df.withColumn("__rn", F.row_number().over(first)).filter(F.col("__rn") == 1).drop("__rn")
     else:
         new = df  # parallel plan, no key repeats in the input: the per-key window would keep every row

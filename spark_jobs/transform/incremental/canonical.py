@@ -10,12 +10,31 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from spark_jobs.transform.catalyst import Catalyst
-from spark_jobs.transform.incremental import averages, exact_sums, ties
+from spark_jobs.transform.incremental import averages, exact_sums, running, ties, top
+from spark_jobs.transform.incremental.plan import Unsupported
 
 
 def plan(cat: Catalyst, optimized: Any) -> Any:
     """The canonical form of an optimised plan (``optimized`` itself when nothing changes)."""
-    return ties.ordered(cat, exact_sums.exact(cat, averages.exact(cat, optimized)))
+    return ties.ordered(cat, exact_sums.exact(cat, averages.exact(cat, optimized)), _shapes(cat))
+
+
+def _shapes(cat: Catalyst) -> ties.StateShapes:
+    def first_rows(node: Any) -> tuple[Any, tuple[int, ...]] | None:
+        try:
+            spec = top.analyze(cat, node)
+        except Unsupported:
+            return None
+        return None if spec is None else (spec.child, tuple(spec.child_path))
+
+    def runs(node: Any) -> bool:
+        try:
+            running.analyze(cat, node)
+        except Unsupported:
+            return False
+        return True
+
+    return ties.StateShapes(first_rows=first_rows, running=runs)
 
 
 def frame(cat: Catalyst, df: DataFrame) -> DataFrame:

@@ -33,7 +33,7 @@ from spark_jobs.transform.inputs import KeyBound
 from spark_jobs.transform.planning import ROW_WISE_PASS_THROUGH
 
 if TYPE_CHECKING:
-    from spark_jobs.transform.incremental import Step
+    from spark_jobs.transform.incremental.step import Step
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _RANGED = (*_INTEGRAL, T.DateType, T.TimestampType, T.TimestampNTZType)

@@ -1,7 +1,7 @@
 """Operators whose output rows for a key depend only on their input rows of that key: window functions (the
 PARTITION BY key), equi-joins (the join key) and aggregations whose functions keep no state in :mod:`.aggregate`
 but do not depend on the order of the rows either (bit_or, approx_count_distinct, percentiles of exact types...: the
-GROUP BY key; :func:`order_dependent`).
+GROUP BY key; :func:`.order_free.order_dependent`).
 
 They keep no state of their own. A step changes one child at a time (the others held at their old or new rows, so
 the parts add up to the whole change) and for each changed child either
@@ -21,25 +21,21 @@ values it was output with.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from spark_jobs.transform.catalyst import Catalyst
-from spark_jobs.transform.incremental.frames import COUNT, evaluate, expand, project, spark_type
-from spark_jobs.transform.incremental.key_ranges import Interval, KeySource, bounds, interval_bounds, intervals, \
-    sources
 from spark_jobs.transform.incremental import ties
-from spark_jobs.transform.incremental.plan import Unsupported
-
-if TYPE_CHECKING:  # the step and its operators live in the package, which imports this module
-    from spark_jobs.transform.incremental import Step
-    from spark_jobs.transform.incremental.delta import Delta
-    from spark_jobs.transform.incremental.plan import Op
+from spark_jobs.transform.incremental.delta import Delta
+from spark_jobs.transform.incremental.frames import empty, evaluate, expand
+from spark_jobs.transform.incremental.key_ranges import Interval, KeySource, bounds, interval_bounds, intervals, sources
+from spark_jobs.transform.incremental.order_free import refuse_order_dependent
+from spark_jobs.transform.incremental.plan import Op, Unsupported
+from spark_jobs.transform.incremental.step import Step, restrict, segment_change, touched_keys, union_frames
 
 KIND = "keyed"
-KEY = "__odf_key"
 
 # join type (Catalyst object class) -> (linear in the left child, linear in the right child)
 _JOIN_LINEARITY = {
@@ -66,60 +62,6 @@ class KeyedSpec:
 
 def _unalias(cat: Catalyst, e: Any) -> Any:
     return e.child() if cat.cls(e) == "Alias" else e
-
-
-# aggregate functions whose value is a function of the multiset of their rows, whatever order Spark reads them in;
-# ``_EXACT_ONLY`` ones only over values that compare equal only when they are equal (no floating point: a sum's
-# rounding depends on the order of its additions, and max(-0.0, 0.0) is the first of the two; no collation)
-_ORDER_FREE = frozenset({"Count", "BitAndAgg", "BitOrAgg", "BitXorAgg", "BoolAnd", "BoolOr", "HyperLogLogPlusPlus"})
-_EXACT_ONLY = frozenset({"Sum", "Average", "Min", "Max", "Percentile"})
-
-
-def exact(t: T.DataType) -> bool:
-    """Whether equal values of the type are the same value (no floating point, no collated string, inside too)."""
-    if isinstance(t, (T.FloatType, T.DoubleType)):
-        return False
-    if isinstance(t, T.StringType):
-        return t.collation == "UTF8_BINARY"
-    if isinstance(t, T.StructType):
-        return all(exact(f.dataType) for f in t.fields)
-    if isinstance(t, T.ArrayType):
-        return exact(t.elementType)
-    if isinstance(t, T.MapType):
-        return exact(t.keyType) and exact(t.valueType)
-    return True
-
-
-def order_dependent(cat: Catalyst, exprs: Sequence[Any]) -> str | None:
-    """The first aggregate function in ``exprs`` whose value can depend on the order Spark reads its rows in (a
-    DOUBLE sum, collect_list, first, stddev...), as SQL (with a hint, for a sum); None when there is none.
-
-    An operator by key recomputes the touched keys' output *before* the change from the history, and retracts those
-    rows: a value that depends on the read order can then differ from the row output before, and the retraction
-    would remove a row that is not there. Such an operator takes the full path, which keeps its output."""
-    pending = list(exprs)
-    while pending:
-        e = pending.pop()
-        if cat.cls(e) == "AggregateExpression":
-            fn = e.aggregateFunction()
-            name = cat.cls(fn)
-            if name in _ORDER_FREE:
-                continue
-            if name in _EXACT_ONLY and all(exact(spark_type(a)) for a in cat.items(fn.children())):
-                continue
-            hint = (" (exact: a sum or an average of DECIMALs, or one of floating-point values in a GROUP BY without "
-                    "DISTINCT)" if name in ("Sum", "Average") else "")
-            return str(e.sql()) + hint
-        pending += cat.items(e.children())
-    return None
-
-
-def refuse_order_dependent(cat: Catalyst, name: str, exprs: Sequence[Any], what: str) -> None:
-    """Refuses an operator by key whose output depends on the order of its rows (:func:`order_dependent`)."""
-    found = order_dependent(cat, exprs)
-    if found is not None:
-        raise Unsupported(name, f"{found}: its value depends on the order Spark reads the rows in, so {what} "
-                                "recomputed from the history could differ from the row output before it")
 
 
 def analyze_window(cat: Catalyst, node: Any, why: Unsupported | None = None) -> KeyedSpec:
@@ -210,39 +152,8 @@ def _span(v: int, t: T.DataType) -> str:
     return str(v)
 
 
-def _with_keys(cat: Catalyst, df: DataFrame, attrs: Sequence[Any], keys: Sequence[Any]) -> DataFrame:
-    """The frame (positional columns ``c0..``) with the key expressions added as ``__odf_key<i>``."""
-    df = df.drop(COUNT) if COUNT in df.columns else df
-    exprs = [(f"c{i}", a) for i, a in enumerate(attrs)] + [(f"{KEY}{j}", k) for j, k in enumerate(keys)]
-    return project(cat, df, attrs, exprs)
-
-
-def touched_keys(cat: Catalyst, delta: "Delta", attrs: Sequence[Any], keys: Sequence[Any]) -> DataFrame:
-    rows = delta.pos.drop(COUNT).unionByName(delta.neg.drop(COUNT))
-    return _with_keys(cat, rows, attrs, keys).select(*[f"{KEY}{j}" for j in range(len(keys))]).distinct()
-
-
-def restrict(cat: Catalyst, df: DataFrame, attrs: Sequence[Any], keys: Sequence[Any], wanted: DataFrame | None
-             ) -> DataFrame:
-    """The rows of a frame whose keys (null-safe) are among ``wanted`` (None: all rows; broadcast when the step
-    marked it so: ``Step.broadcast``)."""
-    if wanted is None:
-        return df
-    from spark_jobs.transform.incremental.state import same_keys
-
-    names = [f"{KEY}{j}" for j in range(len(keys))]
-    w = wanted.toDF(*[f"__odf_want{j}" for j in range(len(keys))])
-    keyed = _with_keys(cat, df, attrs, keys)
-    kept = keyed.join(w, same_keys(keyed, w, names, list(w.columns)), "left_semi")
-    return kept.drop(*names)
-
-
-def step(step: "Step", op: "Op", changes: dict) -> "Delta":
+def step(step: Step, op: Op, changes: dict) -> Delta:
     """The change of the operator's output (uncancelled; the caller nets it where needed)."""
-    from spark_jobs.transform.incremental import segment_change
-    from spark_jobs.transform.incremental.delta import Delta
-    from spark_jobs.transform.incremental.frames import empty
-
     spec: KeyedSpec = op.spec
     cat = step.cat
     deltas = [segment_change(step, seg, changes) for seg in op.children]
@@ -283,17 +194,9 @@ def step(step: "Step", op: "Op", changes: dict) -> "Delta":
     return Delta(union_frames(pos), union_frames(neg))
 
 
-def _bounds(step: "Step", spec: KeyedSpec, changed: int, read: int) -> dict:
+def _bounds(step: Step, spec: KeyedSpec, changed: int, read: int) -> dict:
     """Per leaf of child ``read``, the key ranges of child ``changed``'s new rows its rows are needed within."""
     found = bounds(step, spec.sources[changed], spec.sources[read]) if spec.sources else {}
     for path, more in interval_bounds(step, spec.intervals, changed, read).items():
         found.setdefault(path, []).extend(more)
     return found
-
-
-def union_frames(frames: list[DataFrame]) -> DataFrame:
-    """The rows of several frames of one node (plain: counts expanded away)."""
-    out = frames[0].drop(COUNT) if COUNT in frames[0].columns else frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f.drop(COUNT) if COUNT in f.columns else f)
-    return out

@@ -25,11 +25,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from spark_jobs.transform.catalyst import Catalyst
+from spark_jobs.transform.incremental import running
 from spark_jobs.transform.incremental.frames import evaluate, expand
+from spark_jobs.transform.incremental.running import RunningSpec
+from spark_jobs.transform.incremental.running_tails import evaluated, row_columns
+from spark_jobs.transform.incremental.step import tail_table
 
 if TYPE_CHECKING:
     from spark_jobs.transform.incremental.plan import Op, Segment
-    from spark_jobs.transform.incremental.running import RunningSpec
 
 ROW, NTH, READ, HASH = "__odf_row", "__odf_nth", "__odf_read", "__odf_hash"
 LOST, GAINED, MATCHED = "__odf_lost", "__odf_gained", "__odf_matched"
@@ -44,15 +47,13 @@ def table(op_id: str) -> str:
 def below(seg: "Segment") -> "Op | None":
     """The running window that outputs rows again under a segment of row-wise nodes, if it is the segment's only
     source of rows."""
-    from spark_jobs.transform.incremental import running
-
     if len(seg.frontiers) != 1 or seg.frontiers[0].kind != "op":
         return None
     op = seg.frontiers[0].op
     return op if op is not None and op.kind == running.KIND and op.spec.looks_ahead else None
 
 
-def annotate(cat: Catalyst, node: Any, spec: "RunningSpec", child: "Segment") -> "RunningSpec":
+def annotate(cat: Catalyst, node: Any, spec: RunningSpec, child: "Segment") -> RunningSpec:
     """``spec`` marked to keep the values of reissued rows (:attr:`.running.RunningSpec.reads`: the child's columns
     the window reads) when the window below it outputs rows again and its own rows are not."""
     if spec.looks_ahead or below(child) is None:
@@ -68,8 +69,6 @@ def annotate(cat: Catalyst, node: Any, spec: "RunningSpec", child: "Segment") ->
 def reissuable(cat: Catalyst, op: "Op", states: Mapping[str, DataFrame]) -> DataFrame:
     """The rows of ``op``'s child (by position) that the window below can output again after this step: its new
     tail's rows that new rows can change, as it output them, through the row-wise nodes between."""
-    from spark_jobs.transform.incremental import running, tail_table
-
     seg = op.children[0]
     frontier = seg.frontiers[0]
     lower = frontier.op
@@ -85,24 +84,22 @@ def _row(width: int) -> Column:
     return F.struct(*[F.col(f"c{i}") for i in range(width)])
 
 
-def _values(spec: "RunningSpec") -> list[str]:
+def _values(spec: RunningSpec) -> list[str]:
     return [f"v{j}" for j in range(len(spec.functions))]
 
 
-def kept(cat: Catalyst, spec: "RunningSpec", out: DataFrame) -> DataFrame:
+def kept(cat: Catalyst, spec: RunningSpec, out: DataFrame) -> DataFrame:
     """Output rows of the window (by position: its child's columns, then its values) as the table keeps them: the
     partition keys, the child's columns ``c<i>`` and the values ``v<j>``."""
-    from spark_jobs.transform.incremental.running import _columns
-
     attrs = cat.items(spec.child.output())
     width = len(attrs)
     rows = out.select(*[f"c{i}" for i in range(width)],
                       *[F.col(f"c{width + j}").alias(f"v{j}") for j in range(len(spec.functions))])
-    return _columns(cat, spec, rows, attrs, rows=True, args=False, keep=_values(spec)).select(
+    return row_columns(cat, spec, rows, attrs, rows=True, args=False, keep=_values(spec)).select(
         *spec.keys, *[f"c{i}" for i in range(width)], *_values(spec))
 
 
-def pair(cat: Catalyst, spec: "RunningSpec", pos: DataFrame, neg: DataFrame, table: DataFrame,
+def pair(cat: Catalyst, spec: RunningSpec, pos: DataFrame, neg: DataFrame, table: DataFrame,
          broadcast: Callable[[DataFrame], DataFrame]) -> DataFrame:
     """The rows of a change (``pos``, ``neg``: the child's rows gained and lost) tagged as reissued or not, in one
     frame to materialise. A lost row takes the kept entry of the same row (the table has at most one: identical rows
@@ -148,7 +145,7 @@ def rest(tagged: DataFrame, width: int) -> tuple[DataFrame, DataFrame]:
     return gained, lost
 
 
-def output(spec: "RunningSpec", pairs: DataFrame, width: int, gained: bool) -> DataFrame:
+def output(spec: RunningSpec, pairs: DataFrame, width: int, gained: bool) -> DataFrame:
     """The window's output rows of reissued rows (by position): the gained rows, or the lost ones, with the kept
     values."""
     cols = [F.col(f"g{i}" if gained else f"c{i}").alias(f"c{i}") for i in range(width)]
@@ -156,7 +153,7 @@ def output(spec: "RunningSpec", pairs: DataFrame, width: int, gained: bool) -> D
                                  for j, f in enumerate(spec.functions)])
 
 
-def updated(cat: Catalyst, spec: "RunningSpec", old: DataFrame, pairs: DataFrame | None,
+def updated(cat: Catalyst, spec: RunningSpec, old: DataFrame, pairs: DataFrame | None,
             recomputed: DataFrame | None, out: DataFrame, reissuable: DataFrame,
             broadcast: Callable[[DataFrame], DataFrame]) -> DataFrame:
     """The new table: the old entries but those ``pairs`` used and those of ``recomputed`` partitions (keys), then the
@@ -207,10 +204,8 @@ def _still_reissuable(entries: DataFrame, reissuable: DataFrame, width: int) -> 
     return entries.join(wanted, F.col(HASH) == F.col("w_hash"), "left_semi")
 
 
-def initial(cat: Catalyst, spec: "RunningSpec", node: Any, rows: DataFrame, reissuable: DataFrame) -> DataFrame:
+def initial(cat: Catalyst, spec: RunningSpec, node: Any, rows: DataFrame, reissuable: DataFrame) -> DataFrame:
     """The table from the child's whole history (``rows``, by position)."""
-    from spark_jobs.transform.incremental.running import evaluated
-
     width = len(cat.items(spec.child.output()))
     entries = kept(cat, spec, evaluated(cat, spec, node, rows)).withColumn(HASH, _row_hash(width))
     return _unique(_still_reissuable(entries, reissuable, width)).drop(HASH)

@@ -26,10 +26,12 @@ The first rows per partition (:mod:`.top`) retract the values they stored, not r
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.frames import replace, spark_type
+from spark_jobs.transform.incremental.order_free import exact, order_dependent
 from spark_jobs.transform.incremental.plan import Unsupported
 
 _EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions"
@@ -37,6 +39,28 @@ BROKEN = "(rows tied in its ORDER BY in the order of their other columns)"  # sa
 PAIRED = ("its functions over the ties as they are and those with tie-breakers are two Window nodes (docs/"
           "transforms.md) with this one state")  # said in odf explain of a running window split_pair found
 _TIE_FREE = frozenset({"Rank", "DenseRank", "PercentRank", "CumeDist"})  # tied rows get one value
+
+
+@dataclass(frozen=True)
+class StateShapes:
+    """What the operators with a state make of a node, which the tie-breakers respect. Given by :mod:`.canonical`,
+    which sits above both, so this module (a leaf the operators import) imports no operator."""
+
+    #: a Filter that keeps a ranking's first rows per partition (:mod:`.top`): (the ranked child, its path), or None
+    first_rows: Callable[[Any], tuple[Any, tuple[int, ...]] | None]
+    #: whether a Window keeps a running state (:mod:`.running`)
+    running: Callable[[Any], bool]
+
+
+def bound_sign(v: Any) -> int | None:
+    """The sign of a frame bound's value (a number, or an interval as its months or microseconds); None if unknown."""
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v) if isinstance(v, (int, float)) else float(str(v))  # a JVM Decimal prints as its digits
+    except ValueError:
+        return None
+    return (f > 0) - (f < 0)
 
 
 def _window_expression(cat: Catalyst, e: Any) -> Any | None:
@@ -56,9 +80,7 @@ def _frame(cat: Catalyst, we: Any) -> tuple[bool, bool]:
 def tie_sensitive(cat: Catalyst, exprs: list[Any]) -> str | None:
     """The first window function in ``exprs`` that can give rows tied in the window's ORDER BY different values
     (``row_number``, ``lag``, a ``ROWS`` frame, or a ``RANGE`` frame over a function of
-    :func:`.keyed.order_dependent`), as SQL; None when there is none."""
-    from spark_jobs.transform.incremental.keyed import order_dependent
-
+    :func:`.order_free.order_dependent`), as SQL; None when there is none."""
     for e in exprs:
         we = _window_expression(cat, e)
         if we is None:
@@ -92,8 +114,6 @@ def _fixed(cat: Catalyst, node: Any, orders: list[Any] | None = None) -> set[int
     """The ids of the child's columns a Window's PARTITION BY or ORDER BY (or ``orders``, sort orders in its place)
     already fixes among tied rows: a column of a type whose equal values are the same value, or the text of any
     column (-0.0 and 0.0 compare equal, and so do strings under a collation: :func:`_breakers`)."""
-    from spark_jobs.transform.incremental.keyed import exact
-
     found = set()
     orders = cat.items(node.orderSpec()) if orders is None else orders
     for e in cat.items(node.partitionSpec()) + [o.child() for o in orders]:
@@ -133,8 +153,6 @@ def refuse_ties(cat: Catalyst, node: Any) -> None:
 def _breaker_values(cat: Catalyst, attrs: list[Any]) -> list[Any]:
     """The columns, each followed, where equal values of its type can differ (floating point, also nested; collated
     strings), by its text."""
-    from spark_jobs.transform.incremental.keyed import exact
-
     cast = cat.scala_object(f"{_EXPRESSIONS}.Cast")
     string = cat.scala_object("org.apache.spark.sql.types.StringType")
     found = []
@@ -258,25 +276,21 @@ def broken(cat: Catalyst, node: Any) -> bool:
     return any(we is not None and picked(cat, we.windowFunction()) is not None for we in exprs)
 
 
-def _rewritten(cat: Catalyst, node: Any, pattern: Any) -> Any:
+def _rewritten(cat: Catalyst, node: Any, pattern: Any, shapes: StateShapes) -> Any:
     if not node.containsPattern(pattern):
         return node
     name = cat.cls(node)
     if name == "Filter":
-        from spark_jobs.transform.incremental import top
-
-        try:
-            spec = top.analyze(cat, node)
-        except Unsupported:
-            spec = None
-        if spec is not None:  # the first rows per partition: stored values; rows below may hold other windows
-            below = _rewritten(cat, spec.child, pattern)
-            return node if below is spec.child else replace(cat, node, {spec.child_path: below})
+        first = shapes.first_rows(node)
+        if first is not None:  # the first rows per partition: stored values; rows below may hold other windows
+            child, child_path = first
+            below = _rewritten(cat, child, pattern, shapes)
+            return node if below is child else replace(cat, node, {child_path: below})
     kids = cat.items(node.children())
-    new = [_rewritten(cat, c, pattern) for c in kids]
+    new = [_rewritten(cat, c, pattern, shapes) for c in kids]
     if name == "Window":
         node = _picking(cat, node) or node
-        fix = _fix(cat, node)
+        fix = _fix(cat, node, shapes)
         if fix == "split" and cat.cls(new[0]) != "WindowGroupLimit":  # (a top-N's limit: left as it is)
             return _split(cat, node, new[0])
         if fix == "breakers":
@@ -286,13 +300,11 @@ def _rewritten(cat: Catalyst, node: Any, pattern: Any) -> Any:
     return cat.with_children(node, new)
 
 
-def _fix(cat: Catalyst, node: Any) -> str | None:
+def _fix(cat: Catalyst, node: Any, shapes: StateShapes) -> str | None:
     """How a Window by key or with a running state gets one order for tied rows: "breakers" appended to its ORDER BY
     (:func:`_tie_broken`), a "split" into a Window of the functions that need the ties as they are (a RANGE frame; a
     rank counted by a running state) and one of those that tell tied rows apart, with the breakers (:func:`_split`),
     or None: no function tells them apart, the ORDER BY is already total, or no order fits (:func:`refuse_ties`)."""
-    from spark_jobs.transform.incremental import running
-
     exprs = cat.items(node.windowExpressions())
     if not cat.items(node.partitionSpec()) or not cat.items(node.orderSpec()) or tie_sensitive(cat, exprs) is None:
         return None
@@ -300,9 +312,7 @@ def _fix(cat: Catalyst, node: Any) -> str | None:
         return None  # (a function telling tied rows apart over a RANGE frame: no order fits, refuse_ties)
     if peers(cat, exprs) is not None:
         return "split"
-    try:
-        running.analyze(cat, node)
-    except Unsupported:
+    if not shapes.running(node):
         return "breakers"  # by key: a rank compares its own ORDER BY values
     # a running state counts a rank's ORDER BY values with the window's: tie-breakers would rank rows apart
     functions = [we.windowFunction() for we in (_window_expression(cat, e) for e in exprs) if we is not None]
@@ -312,8 +322,6 @@ def _fix(cat: Catalyst, node: Any) -> str | None:
 def _ahead(cat: Catalyst, e: Any) -> bool:
     """Whether a window expression reads rows after the row (a lead, a frame reaching FOLLOWING rows): new rows
     change older rows' output, which a running window outputs again."""
-    from spark_jobs.transform.incremental.running import bound_sign
-
     we = _window_expression(cat, e)
     if cat.cls(we.windowFunction()) == "Lead":
         return True
@@ -372,7 +380,7 @@ def split_pair(cat: Catalyst, node: Any) -> Any | None:
     return lower if read <= child else None
 
 
-def ordered(cat: Catalyst, plan: Any) -> Any:
+def ordered(cat: Catalyst, plan: Any, shapes: StateShapes) -> Any:
     """``plan`` with tie-breakers appended to the ORDER BY of each window by key that tells tied rows apart."""
     pattern = cat.static("org.apache.spark.sql.catalyst.trees.TreePattern", "WINDOW")()
-    return _rewritten(cat, plan, pattern)
+    return _rewritten(cat, plan, pattern, shapes)

@@ -16,7 +16,7 @@ the new rows and the kept rows of the partitions they touch, whatever the partit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -24,14 +24,11 @@ from pyspark.sql.window import Window
 
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental import key_ranges
+from spark_jobs.transform.incremental.delta import Delta, cancel
 from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project
-from spark_jobs.transform.incremental.plan import Unsupported
+from spark_jobs.transform.incremental.plan import Op, Unsupported
 from spark_jobs.transform.incremental.state import WindowColumns, by_keys
-
-if TYPE_CHECKING:  # the step lives in the package, which imports this module
-    from spark_jobs.transform.incremental import Step
-    from spark_jobs.transform.incremental.delta import Delta
-    from spark_jobs.transform.incremental.plan import Op
+from spark_jobs.transform.incremental.step import Step, restrict, segment_change, union_frames
 
 KIND = "top"
 PASSED = "__odf_passed"  # a kept row that the filter passed (was output)
@@ -169,11 +166,8 @@ def _output(spec: TopSpec, kept: DataFrame, width: int) -> DataFrame:
 
 # -- a step ---------------------------------------------------------------------------------------------------------
 
-def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta", DataFrame]:
+def step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Delta]) -> tuple[Delta, DataFrame]:
     """The change of the operator's output (the rows the filter passes; uncancelled) and the new state."""
-    from spark_jobs.transform.incremental import keyed, segment_change
-    from spark_jobs.transform.incremental.delta import Delta, cancel
-
     spec: TopSpec = op.spec
     cat = step.cat
     keys = spec.keys
@@ -208,11 +202,11 @@ def step(step: "Step", op: "Op", old: DataFrame, changes: dict) -> tuple["Delta"
     if late is not None:  # those partitions' rows after the step, from the history
         node = op.children[0].node
         history = step.replay(node, bounds=key_ranges.own(step, node, spec.partition))
-        parts.append(initial(cat, spec, keyed.restrict(cat, history, attrs, spec.partition, late)))
+        parts.append(initial(cat, spec, restrict(cat, history, attrs, spec.partition, late)))
     new = by_keys(old, touched, keys, "left_anti")
     pos = []
     for p in parts:
         p, _ = step.keep(p)  # read for the state and for the output
         new = new.unionByName(p.select(*old.columns))
         pos.append(_output(spec, p, width))
-    return Delta(keyed.union_frames(pos), _output(spec, mine, width)), new
+    return Delta(union_frames(pos), _output(spec, mine, width)), new

@@ -76,10 +76,12 @@ def test_derivatives_are_scheduled_on_their_input_assets(bag):
 
 def test_every_consumed_asset_has_a_producer(bag):
     produced = {a.uri for d in bag.dags.values() for t in d.tasks for a in t.outlets}
-    for dag in bag.dags.values():
-        condition = getattr(dag.timetable, "asset_condition", None)
-        if condition is not None:
-            assert asset_uris(condition) <= produced, dag.dag_id
+    consumed = {dag.dag_id: asset_uris(dag.timetable.asset_condition) for dag in bag.dags.values()
+                if getattr(dag.timetable, "asset_condition", None) is not None}
+    # the derivatives are the consumers (were the condition not found, nothing below would be checked)
+    assert sorted(consumed) == ["odf__com_example_busy_cities", "odf__com_example_trips_by_city"], consumed
+    for dag_id, uris in consumed.items():
+        assert uris and uris <= produced, (dag_id, uris, produced)
 
 
 def test_sync_dag_points_at_the_snapshot_folder(bag):

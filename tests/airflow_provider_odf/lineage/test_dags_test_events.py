@@ -1,6 +1,8 @@
 """OpenLineage of real runs: ``airflow dags test`` of a generated root DAG and its derivative, each in its own
-process with its own AIRFLOW_HOME (migrated once for the module), the OpenLineage provider's file transport, a
-CSV served over HTTP and Spark through spark-submit (three jobs: the root's read and merge, the transform).
+process with its own AIRFLOW_HOME (a copy of the session's migrated DB), the OpenLineage provider's file transport, a
+CSV served over HTTP and Spark through one warm engine (an engine server on the test run's Spark session, named by
+the odf connection's ``engine_url``: three requests, the root's read and merge, the transform; the spark-submit
+path's smoke test is test_dag_runs.py's push root).
 
 What must show: the root's COMPLETE event names the dataset as output with its new head; the derivative's event
 lists its input with the exact block it read; verify tasks carry a data-quality assertion; the Asset events and the
@@ -15,7 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -23,9 +25,10 @@ from dags_examples.demo_support import FileServer
 from odf_core.snapshots import add_snapshots, load_snapshot_files
 from odf_core.workspace import Workspace
 
+from ..conftest import copy_migrated_db
 from ..small_graph import SmallGraph, write_dag_folder, write_served_files
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark]
 
 SIDECAR = """defaults:
   sync_schedule: null
@@ -34,7 +37,6 @@ SIDECAR = """defaults:
   sensor: none
   verify: integrity
 """
-SPARK = {"conf": {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}}
 
 
 @dataclass
@@ -64,31 +66,37 @@ def _airflow(env: dict[str, str], *args: str, timeout: float = 600) -> subproces
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Runs:
+def runs(tmp_path_factory, migrated_airflow_db, spark) -> Iterator[Runs]:
+    from spark_jobs.server import EngineServer
+
     tmp = tmp_path_factory.mktemp("ol-runs")
     home, served = tmp / "airflow", write_served_files(tmp / "served")
     events = tmp / "openlineage.jsonl"
-    with FileServer(served) as server:
-        graph = write_dag_folder(home / "dags", server.url().rstrip("/"), SIDECAR, with_flaky=False)
-        ws = Workspace.init(str(tmp / "ws"))  # what odf__sync does, without its Spark validation of the query
-        add_snapshots(ws, load_snapshot_files(sorted((home / "dags" / "datasets").rglob("*.yaml"))))
-        env = {
-            **os.environ,
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events),
-                                                           "append": True}),
-            "AIRFLOW__OPENLINEAGE__NAMESPACE": "odf-tests",
-            "AIRFLOW_CONN_ODF_DEFAULT": json.dumps({"conn_type": "odf", "extra": {"workspace": ws.url,
-                                                                                  "engine_options": SPARK}}),
-        }
-        migrated = _airflow(env, "db", "migrate", timeout=300)
-        assert migrated.returncode == 0, migrated.stderr[-3000:]
-        outcomes = {}
-        for name in (graph.cities, graph.big_cities):
-            outcomes[name] = _airflow(env, "dags", "test", SmallGraph.dag_id(name))
-    return Runs(graph, home, ws, events, outcomes)
+    engine = EngineServer(spark, "127.0.0.1", 0, max_concurrency=2, drain_s=5)
+    engine.start()
+    try:
+        with FileServer(served) as server:
+            graph = write_dag_folder(home / "dags", server.url().rstrip("/"), SIDECAR, with_flaky=False)
+            ws = Workspace.init(str(tmp / "ws"))  # what odf__sync does, without its Spark validation of the query
+            add_snapshots(ws, load_snapshot_files(sorted((home / "dags" / "datasets").rglob("*.yaml"))))
+            env = {
+                **os.environ,
+                "AIRFLOW_HOME": str(home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events),
+                                                               "append": True}),
+                "AIRFLOW__OPENLINEAGE__NAMESPACE": "odf-tests",
+                "AIRFLOW_CONN_ODF_DEFAULT": json.dumps({"conn_type": "odf", "extra": {"workspace": ws.url,
+                                                                                      "engine_url": engine.url}}),
+            }
+            copy_migrated_db(migrated_airflow_db, home)  # the session's `airflow db migrate`, copied
+            outcomes = {}
+            for name in (graph.cities, graph.big_cities):
+                outcomes[name] = _airflow(env, "dags", "test", SmallGraph.dag_id(name))
+        yield Runs(graph, home, ws, events, outcomes)
+    finally:
+        engine.shutdown(0)
 
 
 def _run_ok(runs: Runs, name: str) -> None:

@@ -222,3 +222,26 @@ def test_a_retried_push_task_ingests_once_after_the_head_moved(monkeypatch, work
     assert (try2["records"], try2["offsets"]) == (2, [0, 1])
     assert (handle.state().num_records, handle.state().data_blocks) == (2, 1)  # nothing twice
     assert next(iter(context["outlet_events"].values())).extra["block"] == try1["block"]  # the retry still wakes
+
+
+def test_a_transform_set_for_other_engine_semantics_fails_once_naming_the_upgrade_command(monkeypatch, workspace):
+    """After an upgrade that changed the engine's semantics the Transform task fails without retries, with one line
+    naming the command that records the choice (docs/upgrading.md); nothing runs (no engine is started)."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    import odf_core.engine.version as version
+
+    conn_env(monkeypatch, "odf_u", conn_type="odf", extra={"workspace": workspace.url})
+    monkeypatch.setattr(version, "SEMANTICS", version.SEMANTICS + 1)
+    version.engine_version.cache_clear()
+    try:
+        op = OdfTransformOperator(task_id="t", dataset="com.example.busy-cities", odf_conn_id="odf_u")
+        head = workspace.get("com.example.busy-cities").chain.head()
+        with pytest.raises(AirflowFailException) as e:
+            op.execute({"dag": SimpleNamespace(dag_id="d"), "run_id": "r1"})
+    finally:
+        version.engine_version.cache_clear()
+    assert str(e.value).endswith(f"run: odf --workspace {workspace.url} set-transform --upgrade-engine com.example.busy-cities")
+    assert "\n" not in str(e.value) and workspace.get("com.example.busy-cities").chain.head() == head

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from airflow.sdk import DAG
 
 from airflow_provider_odf.dag_factory import dags_from_folder
 from airflow_provider_odf.errors import OdfTaskError

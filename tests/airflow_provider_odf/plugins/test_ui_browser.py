@@ -21,6 +21,7 @@ import pytest
 
 from dags_examples.demo_support.standalone import free_port
 
+from ..conftest import copy_migrated_db
 from ..lineage.chains import DERIVED, ROOT, build
 
 pytestmark = pytest.mark.e2e
@@ -56,7 +57,7 @@ def _airflow(env: dict[str, str], *args: str, timeout: float = 300) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, migrated_airflow_db):
     tmp = tmp_path_factory.mktemp("odf-ui")
     home = tmp / "airflow"
     graph = build(tmp / "data")
@@ -78,7 +79,7 @@ def server(tmp_path_factory):
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
         "AIRFLOW_CONN_ODF_DEFAULT": json.dumps({"conn_type": "odf", "extra": {"workspace": graph.ws.url}}),
     }
-    _airflow(env, "db", "migrate")
+    copy_migrated_db(migrated_airflow_db, home)  # the session's `airflow db migrate`, copied
     _airflow(env, "dags", "reserialize")
     # a verification to show (the transform is marked successful: its block is already in the chain)
     _airflow(env, "dags", "test", "odf__t_derived", "--mark-success-pattern", "transform")

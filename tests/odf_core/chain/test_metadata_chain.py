@@ -6,7 +6,7 @@ import pytest
 from odf_core.chain import MetadataChain
 from odf_core.chain.metadata_chain import SUMMARY_KEY
 from odf_core.errors import IntegrityError, RefConflict
-from odf_core.metadata import SetInfo, Timestamp
+from odf_core.metadata import SetInfo
 from odf_core.storage import DatasetLayout, ObjectStore
 from odf_core.workspace import Workspace
 

@@ -2,7 +2,6 @@
 stopped with SIGTERM; clients are the library and the ``odf`` CLI with ``--engine``."""
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess

@@ -5,30 +5,24 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from odf_core.engine import EngineBusy, EngineError, EngineUnavailable, remote_engine, wire
-from odf_core.engine.protocol import IngestResult, OdfTransformResponse
+from odf_core.engine.protocol import IngestResult
 from odf_core.metadata import TransformRequest, TransformResponseRoot, TransformResponseSuccess
 from odf_core.metadata.flatbuffers_serde import decode_root, encode_root
 from spark_jobs.server import EngineServer
 
-from ...spark_jobs.ingest_support import typed_request
 from ...spark_jobs.transform_support import Event, InputSpec, MiniCoordinator, minutes
 from ...spark_jobs.transform_support import typed_request as transform_request
+from .engine_support import ingest_request, url, wait_until
 
 pytestmark = pytest.mark.spark
 
 KX = pa.schema([("k", pa.string()), ("x", pa.int64())])
-# A preprocess query that keeps a request busy for seconds on a few rows (CPU, no data, no memory: an earlier
-# aggregate over a 40M-element sequence took ~1 GB of the driver's heap per row and once failed a request in CI):
-# to cancel or overload.
-SLOW = "SELECT * FROM input WHERE (SELECT count(*) FROM range(400000000) WHERE hash(id) % 7 = 0) >= 0"
 
 
 @pytest.fixture(scope="module")
@@ -37,34 +31,6 @@ def server(spark):
     srv.start()
     yield srv
     srv.shutdown(0)
-
-
-def wait_until(condition, timeout_s: float = 30.0) -> None:
-    """Poll a condition of the server (its health) until it holds."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the engine never reached the expected state"
-        time.sleep(0.02)
-
-
-def url(srv: EngineServer) -> str:
-    return f"grpc://127.0.0.1:{srv.port}"
-
-
-def ingest_request(tmp: Path, name: str, *, slow: bool = False, keep: str | None = None, read_only: bool = False):
-    src = tmp / f"{name}.csv"
-    src.write_text("k,v\na,1\nb,2\n")
-    req = {"dataset": name, "workDir": str(tmp),
-           "read": {"inputs": [{"path": str(src), "eventTime": "2024-01-01T00:00:00Z"}],
-                    "readStep": {"kind": "Csv", "header": True, "schema": ["k STRING", "v BIGINT"]},
-                    "preprocess": {"kind": "Sql", "engine": "spark", "query": SLOW} if slow else None}}
-    if not read_only:
-        req["merge"] = {"strategy": {"kind": "Ledger", "primaryKey": ["k"]}, "systemTime": "2024-01-02T00:00:00Z",
-                        "outputPath": str(tmp / f"{name}.slice.parquet"),
-                        "newCheckpointPath": str(tmp / f"{name}.ckpt.parquet")}
-    if keep:
-        req["keepReadAs"] = keep
-    return typed_request(req, str(tmp))
 
 
 def test_health_names_the_engine(server):
@@ -158,12 +124,11 @@ def test_cancel_stops_the_request_and_removes_its_outputs(server, tmp_path):
     t = threading.Thread(target=run)
     t.start()
     wait_until(lambda: server.health().running == 1)
-    started = time.monotonic()
     engine.kill()  # what the operator's on_kill does
     t.join(60)
+    # the request ended as cancelled, not by finishing (a speed figure belongs in benchmarks/)
     assert failure and isinstance(failure[0], EngineError) and "cancelled" in str(failure[0])
     wait_until(lambda: server.health().running == 0)
-    assert time.monotonic() - started < 30
     assert not (tmp_path / "slow.slice.parquet").exists() and not (tmp_path / "slow.ckpt.parquet").exists()
     with pytest.raises(EngineError, match="was not started"):
         engine.execute(ingest_request(tmp_path, "after"))  # a killed task's engine starts nothing more

@@ -4,7 +4,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -148,10 +147,10 @@ def test_dns_error(tmp_path: Path) -> None:
 def test_timeout(http_server: LocalHttpServer, tmp_path: Path) -> None:
     http_server.resources["/slow"] = Resource(b"late")
     http_server.delay_s = 2.0
-    started = time.monotonic()
+    # the server answers after 2 s: had the timeout not fired the fetch would succeed (how soon after 0.5 s it
+    # fires is measured by benchmarks/bench_limits.py)
     with pytest.raises(FetchError, match=r"timed out after 0.5 s"):
         _fetch(FetchStepUrl(url=http_server.url("/slow")), tmp_path, timeout_s=0.5)
-    assert time.monotonic() - started < 1.8
     assert os.listdir(tmp_path / "fetch") == []
 
 
@@ -244,18 +243,21 @@ def test_rerun_into_same_staging_is_safe(http_server: LocalHttpServer, tmp_path:
 # --- limits of one download: total deadline and stall rule ---------------------------------------------------------
 
 
+def _received(message: str) -> int:
+    """N of a limit's message ending "(N of M bytes received)"."""
+    return int(message.rsplit("(", 1)[1].split(" of ")[0])
+
+
 def test_a_trickling_download_ends_at_its_deadline(http_server: LocalHttpServer, tmp_path: Path) -> None:
     # 20 bytes every 50 ms: every read gets data, so a per-read timeout alone would wait the whole 5 s
     http_server.resources["/slow.csv"] = Resource(b"x" * 2000, trickle=(20, 0.05))
     url = http_server.url("/slow.csv")
-    started = time.monotonic()
     with pytest.raises(FetchError) as info:
         _fetch(FetchStepUrl(url=url), tmp_path, deadline_s=0.6, min_bytes_per_s=0)
-    elapsed = time.monotonic() - started
     message = str(info.value)
     assert message.startswith(f"GET {url} failed: not finished within the deadline of 0.6 s (")
     assert message.endswith(" of 2000 bytes received)") and "\n" not in message
-    assert 0.55 < elapsed < 3  # the whole body would take 5 s
+    assert 0 < _received(message) < 2000  # ended while the body was still coming (all of it would take 5 s)
     assert os.listdir(tmp_path / "fetch") == [] and not (tmp_path / "fetch.json").exists()  # no half file
 
 
@@ -263,17 +265,15 @@ def test_a_download_slower_than_the_minimum_rate_is_stalled(http_server: LocalHt
     # 5 bytes every 50 ms = 100 bytes/s, against a minimum of 400 bytes/s over 0.4 s
     http_server.resources["/trickle.csv"] = Resource(b"y" * 1000, trickle=(5, 0.05))
     url = http_server.url("/trickle.csv")
-    started = time.monotonic()
     with pytest.raises(FetchError) as info:
         _fetch(FetchStepUrl(url=url), tmp_path, min_bytes_per_s=400, stall_window_s=0.4)
-    elapsed = time.monotonic() - started
     message = str(info.value)
     assert message.startswith(f"GET {url} failed: stalled: ")
     assert " bytes in the last 0.4 s, below the minimum of 400 bytes/s (" in message
     assert message.endswith(" of 1000 bytes received)")
     got = int(message.split("stalled: ")[1].split(" ")[0])
     assert 0 < got < 160  # 0.4 s of a 100 bytes/s trickle
-    assert 0.35 < elapsed < 3  # the whole body would take 10 s
+    assert got <= _received(message) < 1000  # ended while the body was still coming (all of it would take 10 s)
     assert os.listdir(tmp_path / "fetch") == []
 
 
@@ -282,11 +282,10 @@ def test_a_body_that_goes_silent_is_stalled_long_before_the_read_timeout(
 ) -> None:
     http_server.resources["/half.csv"] = Resource(b"z" * 100, stall_after=30)
     url = http_server.url("/half.csv")
-    started = time.monotonic()
+    # the stall rule's message, not the 30 s read timeout's: the socket timeout was tightened to the stall window
     with pytest.raises(FetchError, match=rf"GET {url} failed: stalled: 0 bytes in the last 0.3 s, below the minimum "
                                          r"of 10 bytes/s \(30 of 100 bytes received\)$"):
         _fetch(FetchStepUrl(url=url), tmp_path, timeout_s=30, min_bytes_per_s=10, stall_window_s=0.3)
-    assert time.monotonic() - started < 5  # not the 30 s read timeout: the socket timeout was tightened
     assert os.listdir(tmp_path / "fetch") == []
 
 
@@ -294,10 +293,9 @@ def test_the_deadline_also_bounds_waiting_for_the_answer(http_server: LocalHttpS
     http_server.resources["/late"] = Resource(b"late")
     http_server.delay_s = 3.0
     url = http_server.url("/late")
-    started = time.monotonic()
+    # the server answers after 3 s, within the 30 s timeout: only the deadline ends the wait
     with pytest.raises(FetchError, match=rf"GET {url} failed: no answer within the deadline of 0.4 s$"):
         _fetch(FetchStepUrl(url=url), tmp_path, timeout_s=30, deadline_s=0.4)
-    assert time.monotonic() - started < 2.5  # the server answers after 3 s
 
 
 def test_a_slow_download_above_the_limits_completes(http_server: LocalHttpServer, tmp_path: Path) -> None:

@@ -113,11 +113,10 @@ def test_pipe_missing_command_and_timeout(tmp_path: Path) -> None:
     with pytest.raises(PrepareError, match="Pipe 'no-such-command-odf x' on .* cannot start"):
         prepare((PrepStepPipe(command=("no-such-command-odf", "x")),), (f,), staging_dir=str(tmp_path))
     pid_file = tmp_path / "child.pid"
-    started = time.monotonic()
+    # the command would run 30 s: the timeout fired (how soon after 0.3 s: benchmarks/bench_limits.py)
     with pytest.raises(PrepareError, match="timed out after 0.3 s and was killed"):
         prepare((PrepStepPipe(command=("sh", "-c", f"sleep 30 & echo $! > {pid_file}; wait")),), (f,),
                 staging_dir=str(tmp_path), timeout_s=0.3)
-    assert time.monotonic() - started < 3
     assert _gone_soon(int(pid_file.read_text()))  # the shell's child was in the killed process group too
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from odf_core.identity import DatasetID, Multihash
+from odf_core.metadata.data_schema import ExtraAttributes
 from odf_core.metadata.schema import W, Wire, fields_of, table, union
 from odf_core.metadata.timestamp import Timestamp
 
@@ -39,13 +40,15 @@ def for_wire(w: Wire, depth: int = 0) -> st.SearchStrategy:
         return text
     if k in (W.U64, W.U64N):
         return st.integers(0, 2**64 - 1)
+    if k is W.U32:
+        return st.integers(0, 2**32 - 1)
     if k is W.I64:
         return st.integers(-(2**63), 2**63 - 1)
     if k is W.I32:
         return st.integers(-(2**31), 2**31 - 1)
     if k is W.BOOLN:
         return st.booleans()
-    if k in (W.ENUM, W.ENUMN):
+    if k in (W.ENUM, W.ENUMN, W.ENUMN16):
         return st.sampled_from(list(w.ref))
     if k is W.MULTIHASH:
         return multihashes()
@@ -58,13 +61,30 @@ def for_wire(w: Wire, depth: int = 0) -> st.SearchStrategy:
     if k is W.TABLE:
         return for_type(table(w.ref), depth + 1)
     if k is W.UNION:
-        return st.one_of([for_type(v, depth + 1) for v in union(w.ref).variants])
+        variants = union(w.ref).variants
+        if depth >= _MAX_DEPTH:  # recursive unions (DataType): only the variants that end the recursion
+            variants = tuple(v for v in variants if not _recursive(v)) or variants
+        return st.one_of([for_type(v, depth + 1) for v in variants])
     if k is W.LIST:
         return st.lists(for_wire(w.ref, depth + 1), max_size=3 if depth < 2 else 1).map(tuple)
     raise AssertionError(k)
 
 
+_MAX_DEPTH = 6
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _recursive(cls: type) -> bool:
+    return any(f.wire.kind in (W.UNION, W.LIST, W.TABLE) for f in fields_of(cls))
+
+
 def for_type(cls: type, depth: int = 0) -> st.SearchStrategy:
+    if cls is ExtraAttributes:  # its one field is JSON object text
+        return st.dictionaries(names.map(lambda n: f"example.org/{n}"), _JSON, max_size=3).map(ExtraAttributes.of)
     kw = {}
     for f in fields_of(cls):
         s = for_wire(f.wire, depth)

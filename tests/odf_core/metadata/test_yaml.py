@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odf_core.errors import MetadataError
-from odf_core.metadata import DatasetSnapshot, MetadataBlock
+from odf_core.metadata import DatasetSnapshot
 from odf_core.metadata.events import METADATA_EVENT
 from odf_core.metadata.fragments import ReadStepNdJson, SourceOrdering
 from odf_core.metadata.yaml_serde import dump_manifest, load_manifest, manifest_from_data, read_manifest_file

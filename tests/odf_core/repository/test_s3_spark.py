@@ -21,7 +21,7 @@ from odf_core.metadata import (
     TransformInput,
     TransformSql,
 )
-from odf_core.transform.coordinator import run as run_transform, verify
+from odf_core.transform import run as run_transform, verify
 from odf_core.workspace import Workspace
 
 SOURCE = AddPushSource(source_name="app", read=ReadStepNdJson(schema=("city STRING", "rating INT")),

@@ -59,6 +59,7 @@ def test_concurrent_writers_leave_a_linear_chain(s3_server) -> None:
     assert cli.returncode == 0 and "ok" in cli.stdout, cli.stderr
 
 
+@pytest.mark.slow
 def test_cli_repo_push_pull_on_an_s3_workspace(s3_server, tmp_path: Path) -> None:
     """`odf init/push/pull/list` with --workspace s3://…, endpoint and credentials from the AWS_* variables."""
     from .datasets import grow

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from odf_core.errors import RefConflict
+from odf_core.errors import OdfError, RefConflict
 from odf_core.storage import ObjectNotFound, ObjectStore
 
 from .storage_worker import WORKER
@@ -64,9 +64,9 @@ def test_probe_conditional_writes(s3_store: ObjectStore) -> None:
 
 def test_missing_bucket_is_one_clear_line(s3_server) -> None:
     store = ObjectStore.open("s3://no-such-bucket-odf/ws")
-    with pytest.raises(Exception) as e:
+    with pytest.raises(OdfError) as e:
         store.put("x", b"1")
-    assert "no-such-bucket-odf" in str(e.value) and "NoSuchBucket" in str(e.value)
+    assert "no-such-bucket-odf" in str(e.value) and "NoSuchBucket" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_processes_racing_on_s3_refs(s3_server) -> None:

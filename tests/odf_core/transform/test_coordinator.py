@@ -143,7 +143,7 @@ def test_invalid_queries_leave_the_dataset_untouched(ws, engine, tmp_path):
 def test_missing_input_and_flink_tables(ws, engine, tmp_path):
     root = make_root(ws)
     add_rows(root, tmp_path, [("a", 1, 0)])
-    h = derivative(ws, "d", "select event_time, k from root", "root")
+    derivative(ws, "d", "select event_time, k from root", "root")
     ws.delete("root", force=True)
     with pytest.raises(TransformError, match="does not exist"):
         run(ws, "d", engine=engine)
@@ -191,9 +191,8 @@ def test_engine_version_recorded_and_enforced(ws, engine, tmp_path):
     ws.create(DatasetSnapshot(name="old", kind=DatasetKind.DERIVATIVE, metadata=(SetTransform(
         inputs=(TransformInput(dataset_ref="root"),),
         transform=TransformSql(engine="spark", version="spark-3.0.0+jobs-0000", query="select event_time from root")),)))
-    with pytest.raises(TransformError, match="allow"):
+    with pytest.raises(TransformError, match=f"run: odf --workspace {ws.url} set-transform --upgrade-engine old$"):
         run(ws, "old", engine=engine)
-    assert run(ws, "old", engine=engine, allow_engine_mismatch=True).block_hash
 
 
 def test_reproduction_catches_tampering_that_integrity_misses(ws, engine, tmp_path):
@@ -233,16 +232,24 @@ def test_crash_after_engine_before_commit_then_retry_exactly_once(ws, engine, tm
     code = ("import sys; from odf_core.workspace import Workspace; from odf_core.engine import SubmitEngine; "
             "from odf_core.transform import run; "
             "run(Workspace.open(sys.argv[1]), 'd', engine=SubmitEngine(master='local[1]'), txn_id='t1')")
+    head = d.chain.head()
+    written: list[set[str]] = []
     for point in ("commit.after_data_file", "chain.after_block_write"):
         r = subprocess.run([sys.executable, "-c", code, ws.store.root], env=crash_env(point),
                            capture_output=True, text=True, timeout=300)
         assert was_killed(r.returncode), r.stdout[-2000:] + r.stderr[-2000:]
-        assert verify_integrity(d.store).ok
+        # between attempts: the head where it was, no transform committed, the dataset whole
+        assert d.chain.head() == head, point
+        assert not any(isinstance(b.event, ExecuteTransform) for _, b in d.chain.iter_blocks()), point
+        assert verify_integrity(d.store).ok, point
+        written.append(set(d.store.list("data/")))
+    assert len(written[0]) == 1 and written[1] == written[0]  # the data file of the first attempt, never another
     res = run(ws, "d", engine=engine, txn_id="t1")
     assert res.block_hash
     assert run(ws, "d", engine=engine, txn_id="t1") == res  # a retried task returns the same result
     ets = [b for _, b in d.chain.iter_blocks() if isinstance(b.event, ExecuteTransform)]
     assert len(ets) == 1 and reduced(d) == [(2,)]
+    assert {DatasetLayout.data_key(ets[0].event.new_data.physical_hash)} == written[0]
 
 
 def test_spark_submit_missing_and_timeout_kills_the_whole_group(ws, tmp_path):
@@ -314,7 +321,7 @@ def test_the_transform_log_line_says_how_an_incremental_step_ran(caplog):
     """What a user reads in the task's log: the path, the state, the shuffle plan, the slice and the history read."""
     from odf_core.engine.protocol import OdfTransformResponse, OperatorPlan, TransformDiagnostics
     from odf_core.metadata import TransformResponseSuccess
-    from odf_core.transform.coordinator import _log_diagnostics
+    from odf_core.transform.diagnostics import log_diagnostics as _log_diagnostics
 
     diag = TransformDiagnostics(plan_class="stateful", reason="Join", path="incremental", output_rows=3, state_rows=0,
                                 sizing="1 shuffle partition(s) for up to 20 row(s), adaptive execution off",
