@@ -182,7 +182,7 @@ def demo(mode: str, out: Path) -> dict:
     return json.loads(out.read_text())
 
 
-_ANSWERED = re.compile(r"^(\S+ \S+) INFO (.+?) of (\S+): answered \S+ in ([0-9.]+) s$")
+_ANSWERED = re.compile(r"^(\S+ \S+) INFO (.+?) of (\S+): answered \S+ in ([0-9.]+) s(?: \(\d+ Spark jobs\))?$")
 
 
 def engine_requests(log: str) -> list[tuple[str, float, float]]:

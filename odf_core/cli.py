@@ -224,12 +224,16 @@ def cmd_gc(args) -> int:
 
 
 def _engine(args):
-    """The long-lived engine named by ``--engine`` / ``$ODF_ENGINE_URL``, else Spark in this process."""
+    """The long-lived engine named by ``--engine`` / ``$ODF_ENGINE_URL`` (``auto``: this user's own, started on
+    first use), else Spark in this process."""
     import os
 
     from odf_core.engine import ENGINE_URL_ENV, LocalEngine, remote_engine
+    from odf_core.engine.autostart import auto_engine, is_auto
 
     url = getattr(args, "engine", None) or os.environ.get(ENGINE_URL_ENV)
+    if is_auto(url):
+        return auto_engine(credentials=_engine_credentials(args))
     if url:
         return remote_engine(url, credentials=_engine_credentials(args))
     conf = {}
@@ -457,7 +461,7 @@ def cmd_engine_serve(args) -> int:
     try:
         return serve(host=args.host, port=args.port, master=args.master, conf=conf,
                      max_concurrency=args.max_concurrency, spark_submit=args.spark_submit, drain_s=args.drain_s,
-                     guard=guard)
+                     guard=guard, idle_exit_s=args.idle_exit, pid_file=args.pid_file)
     except ServeConfigError as e:  # a usage error, found before Spark starts
         print(f"odf: error: {e}", file=sys.stderr)
         return 2
@@ -468,13 +472,40 @@ def cmd_engine_status(args) -> int:
     import os
 
     from odf_core.engine import ENGINE_URL_ENV, remote_engine
+    from odf_core.engine.autostart import is_auto, running
 
     url = args.engine or os.environ.get(ENGINE_URL_ENV)
+    auto = running() if is_auto(url) or not url else None  # never starts one
+    if is_auto(url) and auto is None:
+        raise OdfError("no auto engine runs for this version: the first command with ODF_ENGINE_URL=auto starts it")
+    if auto is not None:
+        url = f"unix://{auto.socket}"
     if not url:
         raise OdfError("no engine named: pass --engine grpc://HOST:PORT or set ODF_ENGINE_URL")
     h = remote_engine(url, credentials=_engine_credentials(args)).health()
     print(f"{url}: up {h.uptime_s} s, {h.running} of {h.max_concurrency} request(s) running, Spark {h.spark_version} "
           f"on {h.master}, engine {h.engine_version}")
+    if auto is not None:
+        print(f"auto engine: pid {auto.pid}, started {auto.started}, log {auto.log}")
+    return 0
+
+
+@command("engine stop")
+def cmd_engine_stop(args) -> int:
+    import os
+
+    from odf_core.engine import ENGINE_URL_ENV
+    from odf_core.engine.autostart import is_auto, stop_all
+
+    url = args.engine or os.environ.get(ENGINE_URL_ENV)
+    if url and not is_auto(url):
+        raise OdfError(f"'odf engine stop' stops this user's auto engines (ODF_ENGINE_URL=auto) only; stop the "
+                       f"engine at {url} where it runs ('odf engine serve' drains and exits on Ctrl-C or SIGTERM)")
+    stopped = stop_all()
+    for state in stopped:
+        print(f"stopped the auto engine {state.version} (pid {state.pid}, unix://{state.socket})")
+    if not stopped:
+        print("no auto engine was running")
     return 0
 
 
@@ -549,7 +580,8 @@ def _spark_options(s: argparse.ArgumentParser) -> None:
     g = s.add_argument_group("Spark")
     g.add_argument("--engine", metavar="URL",
                    help="a long-lived engine started with 'odf engine serve' (grpc://HOST:PORT, grpcs://HOST:PORT "
-                        "or unix:///PATH; default $ODF_ENGINE_URL, else Spark runs in this process)")
+                        "or unix:///PATH), or auto: this user's own, started on first use and stopped when idle "
+                        "(default $ODF_ENGINE_URL, else Spark runs in this process)")
     g.add_argument("--engine-token-file", metavar="FILE",
                    help="the engine's token (default $ODF_ENGINE_TOKEN_FILE; docs/security.md)")
     g.add_argument("--master", default="local[*]",
@@ -694,9 +726,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cancel a request running longer than this (default 21600 s; 0: never)")
     g.add_argument("--insecure", action="store_true",
                    help="listen on a non-loopback address without TLS and a token")
-    s = eng.add_parser("status", help="health of a running engine")
-    s.add_argument("--engine", metavar="URL", help="grpc://, grpcs:// or unix:// URL (default $ODF_ENGINE_URL)")
+    s.add_argument("--idle-exit", type=float, default=0.0, metavar="S",
+                   help="stop after S seconds without a request (default 0: never; the auto engine's is "
+                        "$ODF_ENGINE_IDLE_EXIT, default 900)")
+    s.add_argument("--pid-file", metavar="FILE", help="write the pid of the engine's driver here once it listens "
+                   "(SIGTERM to it drains and stops the engine)")
+    s = eng.add_parser("status", help="health of a running engine (with no URL: this user's auto engine, if any)")
+    s.add_argument("--engine", metavar="URL",
+                   help="grpc://, grpcs://, unix:// URL or auto (default $ODF_ENGINE_URL)")
     s.add_argument("--engine-token-file", metavar="FILE", help="the engine's token (default $ODF_ENGINE_TOKEN_FILE)")
+    s = eng.add_parser("stop", help="stop this user's auto engines (ODF_ENGINE_URL=auto); each drains first")
+    s.add_argument("--engine", metavar="URL", help="auto (default $ODF_ENGINE_URL); other engines are stopped "
+                   "where they run")
 
     block = sub.add_parser("block", help="metadata block tools").add_subparsers(dest="sub", required=True)
     s = block.add_parser("hash", help="multihash of a MetadataBlock manifest YAML")

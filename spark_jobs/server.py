@@ -6,6 +6,8 @@ group; at most ``--max-concurrency`` run at once and as many more wait, beyond t
 RESOURCE_EXHAUSTED ("engine busy"). A client that cancels or disconnects (an Airflow task killed) cancels its
 request's Spark jobs, and the request's outputs are removed. SIGTERM stops accepting calls, lets running requests
 finish for ``--drain-s`` seconds, cancels the rest, removes their outputs and stops Spark. Ready = accepting TCP.
+With ``--idle-exit S`` the engine stops the same way once no request has run for S seconds (``ODF_ENGINE_URL=auto``:
+:mod:`odf_core.engine.autostart`); a client touching the Unix socket file counts as use.
 
 Security (docs/security.md): with ``--token-file`` every call of both services, Health too, must carry
 ``authorization: Bearer <token>`` (else UNAUTHENTICATED, before the request is even decoded); ``--tls-cert/--tls-key``
@@ -67,6 +69,15 @@ def outputs_of(request: Any) -> tuple[str, ...]:
     return tuple(p for p in paths if p)
 
 
+def _jobs_note(spark: Any, group: str) -> str:
+    """`` (N Spark jobs)``: how many jobs the request's job group ran (Spark's status store, one py4j call), for the
+    request's log line; empty when Spark cannot say."""
+    try:
+        return f" ({len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))} Spark jobs)"
+    except Exception:  # noqa: BLE001 - a log detail: never fails the answered request
+        return ""
+
+
 def describe(request: Any) -> str:
     from odf_core.engine.protocol import IngestRequest, OdfTransformRequest
 
@@ -124,6 +135,7 @@ class EngineServer:
         self.socket_path = socket_path
         self.kept = KeptReads()
         self.started = time.monotonic()
+        self.last_used = self.started  # when the last request ended (the idle exit's clock)
         self._running: dict[str, Running] = {}
         self._waiting = 0
         self._lock = threading.Lock()
@@ -283,7 +295,8 @@ class EngineServer:
                 state.cancelled = True
                 context.abort(grpc.StatusCode.CANCELLED, "the request was cancelled")
             answer = getattr(response, "value", response)
-            log.info("%s: answered %s in %.2f s", what, type(answer).__name__, time.monotonic() - state.started)
+            log.info("%s: answered %s in %.2f s%s", what, type(answer).__name__, time.monotonic() - state.started,
+                     _jobs_note(self.spark, state.group))
             if "Error" in type(answer).__name__:  # the failure's own words in the server's log, not only its kind
                 log.warning("%s: %s", what, (str(getattr(answer, "message", "")).strip().splitlines() or [""])[0])
             return response
@@ -301,6 +314,7 @@ class EngineServer:
             state.done = True
             with self._lock:
                 self._running.pop(rid, None)
+                self.last_used = time.monotonic()
             self._slots.release()
 
     @staticmethod
@@ -322,8 +336,12 @@ class EngineServer:
         return encode_response(self._run(request, context, lambda r: handle(self.spark, r, kept=self.kept)))
 
     def _health(self, data: bytes, context: Any) -> bytes:
+        import grpc
+
         from odf_core.engine.protocol import encode_response
 
+        if self._stopping:  # a client asking whether it may use this engine: no, it is going away
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the engine is shutting down")
         return encode_response(self.health())
 
     def _spec_transform(self, data: bytes, context: Any) -> Iterator[bytes]:
@@ -361,6 +379,32 @@ class EngineServer:
     def start(self) -> None:
         self.server.start()
 
+    def idle_s(self) -> float:
+        """Seconds without use: since the last request ended, or since a client last touched the Unix socket file
+        (``odf_core.engine.autostart`` does when it picks this engine, before its first call); 0 while one runs."""
+        with self._lock:
+            if self._running or self._waiting:
+                return 0.0
+            idle = time.monotonic() - self.last_used
+        if self.socket_path:
+            try:
+                idle = min(idle, time.time() - os.stat(self.socket_path).st_mtime)
+            except OSError:
+                pass
+        return max(idle, 0.0)
+
+    def stop_if_idle(self, seconds: float) -> bool:
+        """Refuse new calls from now on if the engine has been idle for ``seconds`` (checked and decided under the
+        admission lock: a request is either admitted before and keeps the engine up, or refused as 'shutting
+        down' without running)."""
+        if self.idle_s() < seconds:
+            return False
+        with self._lock:
+            if self._running or self._waiting:
+                return False
+            self._stopping = True
+        return True
+
     def shutdown(self, grace_s: float | None = None) -> None:
         """Stop accepting calls; running requests get ``grace_s`` to finish, then their calls are cancelled (their
         Spark jobs too, and their outputs removed); returns when every request has ended."""
@@ -395,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--allow-path", action="append", default=[])
     p.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S)
     p.add_argument("--insecure", action="store_true")
+    p.add_argument("--idle-exit", type=float, default=0.0)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     from odf_core.engine.base import EngineError
@@ -436,8 +481,11 @@ def main(argv: Sequence[str] | None = None) -> int:
              "token required" if security.token else "no token",
              ", client certificate required" if security.client_ca else "")
     log.info("allowed roots: %s", roots.describe())
-    while not stop.wait(1.0):
-        pass
+    tick = min(1.0, args.idle_exit / 4) if args.idle_exit > 0 else 1.0
+    while not stop.wait(tick):
+        if args.idle_exit > 0 and server.stop_if_idle(args.idle_exit):
+            log.info("no request for %g s: stopping (--idle-exit)", args.idle_exit)
+            break
     server.shutdown()
     plan_cache.clear()  # its JVM objects are released while the gateway is still up
     spark.stop()

@@ -5,7 +5,8 @@ optionally names a standard ``spark`` connection (extra ``spark_conn_id``) for t
 provider, a missing or empty Spark connection is an error naming it: silently falling back to ``yarn`` would send
 jobs somewhere nobody configured. No Spark connection at all means ``local[*]``.
 
-A warm engine (extra ``engine_url``: ``grpc://``, ``grpcs://`` or ``unix://``) is called with the connection's
+A warm engine (extra ``engine_url``: ``grpc://``, ``grpcs://``, ``unix://``, or ``auto``: the worker host's own engine,
+started by the first task that needs it and shared by every task there; docs/spark.md) is called with the connection's
 password as its token and, for ``grpcs://``, extras ``engine_ca`` (and ``engine_client_cert``/``engine_client_key`` for
 mutual TLS) naming PEM files on the worker; unset ones fall back to the ``ODF_ENGINE_*`` variables (docs/security.md).
 """
@@ -149,6 +150,7 @@ _ENGINE_TLS_FIELDS = ("engine_ca", "engine_client_cert", "engine_client_key")
 def _engine_fields(conn: Any, extra: dict[str, Any]) -> tuple[str | None, str | None, dict[str, str]]:
     """``engine_url`` (checked by the client's own URL parser), the token (the password, when an engine is named:
     login must then be empty) and the TLS file extras."""
+    from odf_core.engine.autostart import is_auto
     from odf_core.engine.base import EngineError
     from odf_core.engine.wire import parse_url
 
@@ -159,10 +161,12 @@ def _engine_fields(conn: Any, extra: dict[str, Any]) -> tuple[str | None, str | 
     try:
         if not isinstance(url, str):
             raise EngineError(url)
-        parse_url(url)
+        if not is_auto(url):  # auto: resolved when a task runs, on its worker (never at DAG parse time)
+            parse_url(url)
     except EngineError:
         raise OdfConnectionError(f"connection '{cid}': engine_url must look like grpc://HOST:PORT, got {url!r} "
-                                 "(also accepted: grpcs://HOST:PORT for TLS, unix:///PATH)") from None
+                                 "(also accepted: grpcs://HOST:PORT for TLS, unix:///PATH), or auto (the worker's own "
+                                 "engine)") from None
     if conn.login:
         raise OdfConnectionError(f"connection '{cid}': with engine_url set the password is the engine's token and "
                                  "login must be empty; give object-store credentials through aws_conn_id or "
@@ -358,11 +362,16 @@ class OdfHook(BaseHook):
         """The engine for one task: the connection's long-lived engine (``engine_url``), else one spark-submit per
         step; ``timeout_s`` (the task's execution_timeout) caps the connection's own timeout."""
         from odf_core.engine import SubmitEngine, remote_engine
+        from odf_core.engine.autostart import auto_engine, is_auto
 
         odf = self.settings()
         s = self.spark_settings()
         timeouts = [t for t in (s.timeout_s, timeout_s) if t]
         timeout = min(timeouts) if timeouts else None
+        if odf.engine_url and is_auto(odf.engine_url):  # this worker host's own engine, started if none runs
+            engine = auto_engine(timeout_s=timeout, credentials=engine_credentials(odf))
+            self.log.info("engine auto: %s (connection '%s')", engine.url, odf.conn_id)
+            return engine
         if odf.engine_url:
             self.log.info("engine %s (connection '%s'%s)", odf.engine_url, odf.conn_id,
                           ", with a token" if odf.engine_token else "")

@@ -75,10 +75,12 @@ class Guard:
 
 
 def command(*, host: str, port: int, master: str, conf: dict[str, str], max_concurrency: int,
-            spark_submit: str, pid_file: str, drain_s: float = 30.0, guard: Guard = Guard()) -> list[str]:
+            spark_submit: str, pid_file: str, drain_s: float = 30.0, guard: Guard = Guard(),
+            idle_exit_s: float | None = None) -> list[str]:
+    idle = ["--idle-exit", str(idle_exit_s)] if idle_exit_s else []
     return spark_submit_command(spark_submit, master, conf, server_script(), [
         "--host", host, "--port", str(port), "--max-concurrency", str(max_concurrency), "--drain-s", str(drain_s),
-        "--pid-file", pid_file, *guard.argv()])
+        "--pid-file", pid_file, *idle, *guard.argv()])
 
 
 def wait_ready(host: str, port: int, proc: subprocess.Popen, timeout_s: float = 120.0,
@@ -102,12 +104,20 @@ def wait_ready(host: str, port: int, proc: subprocess.Popen, timeout_s: float = 
 
 
 def serve(*, host: str, port: int, master: str, conf: dict[str, str], max_concurrency: int,
-          spark_submit: str = "spark-submit", drain_s: float = 30.0, guard: Guard = Guard()) -> int:
+          spark_submit: str = "spark-submit", drain_s: float = 30.0, guard: Guard = Guard(),
+          idle_exit_s: float | None = None, pid_file: str | None = None) -> int:
+    """``idle_exit_s``: the engine stops after that long without a request; ``pid_file``: where the engine's driver
+    (the process serving the calls, which SIGTERM drains) writes its pid once it listens."""
     security = guard.check(host)  # before any JVM: a refused setting is a quick one-line error
+    if idle_exit_s is not None and idle_exit_s < 0:
+        raise ServeConfigError(f"--idle-exit {idle_exit_s:g}: expected seconds >= 0 (0: never)")
     with tempfile.TemporaryDirectory(prefix="odf-engine-") as tmp:
-        pid_file = os.path.join(tmp, "driver.pid")
+        pid_file = os.path.abspath(pid_file) if pid_file else os.path.join(tmp, "driver.pid")
+        if os.path.lexists(pid_file):  # an earlier engine's: the stop handler below must not signal its pid
+            os.remove(pid_file)
         cmd = command(host=host, port=port, master=master, conf=conf, max_concurrency=max_concurrency,
-                      spark_submit=spark_submit, pid_file=pid_file, drain_s=drain_s, guard=guard)
+                      spark_submit=spark_submit, pid_file=pid_file, drain_s=drain_s, guard=guard,
+                      idle_exit_s=idle_exit_s)
         # spark-submit runs the Python driver with its stderr merged into the JVM's stdout: the engine's log (one
         # line per request) would land on stdout, so everything the engine prints goes to our stderr
         proc = subprocess.Popen(cmd, env=spark_env(), start_new_session=True, stdout=sys.stderr)

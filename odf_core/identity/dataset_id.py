@@ -3,10 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from multiformats import multibase
-
 from odf_core.errors import InvalidIdentifier
 from odf_core.identity.multihash import decode_multibase
 
@@ -56,6 +52,10 @@ class DatasetID:
     @classmethod
     def new_keypair(cls) -> tuple["DatasetID", bytes]:
         """Create a fresh identity; returns it and the private key as PKCS#8 PEM (to keep outside the dataset)."""
+        # imported here: only creating a dataset needs a key, and every command that reads ids would pay ~20 ms
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
         key = Ed25519PrivateKey.generate()
         pub = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         pem = key.private_bytes(
@@ -70,6 +70,8 @@ class DatasetID:
         return _DID_ODF + "f" + self.to_bytes().hex()
 
     def to_did_key(self) -> str:
+        from multiformats import multibase  # see decode_multibase: only base58btc needs the package
+
         return _DID_KEY + multibase.encode(self.to_bytes(), "base58btc")
 
     def __str__(self) -> str:

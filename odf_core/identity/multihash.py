@@ -4,8 +4,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from multiformats import multibase
-
 from odf_core.errors import InvalidIdentifier
 
 SHA3_256 = 0x16
@@ -51,6 +49,10 @@ def decode_multibase(text: str) -> bytes:
         if len(body) % 2 or not all(c in "0123456789abcdefABCDEF" for c in body):
             raise InvalidIdentifier(f"invalid base16 text {text!r}")
         return bytes.fromhex(body)
+    # imported only here: the package loads its whole multicodec table (~50 ms), which every command would pay
+    # although ODF's canonical form, base16, needs none of it
+    from multiformats import multibase
+
     try:
         return multibase.decode(text)
     except Exception as e:  # multiformats raises several types

@@ -12,9 +12,6 @@ import logging
 import os
 
 from odf_core.ingest.errors import FetchError
-from odf_core.ingest.fetch_container import fetch_container
-from odf_core.ingest.fetch_glob import fetch_glob
-from odf_core.ingest.fetch_url import fetch_url, up_to_date
 from odf_core.ingest.manifest import FETCH_MANIFEST, FetchedFile, FetchResult, write_fetch_manifest
 from odf_core.ingest.options import FetchOptions
 from odf_core.ingest.source_state import check_kind
@@ -51,6 +48,12 @@ def fetch(
     ``source_state``: the latest ``newSourceState`` of this source in the chain; ``already_ingested``: whether the
     dataset ever ingested from this source (for ``cache: Forever``).
     """
+    # imported here, not with this module: a push or a derivative's pull never fetches, and the HTTP/TLS clients
+    # would cost each such command tens of milliseconds of imports
+    from odf_core.ingest.fetch_container import fetch_container
+    from odf_core.ingest.fetch_glob import fetch_glob
+    from odf_core.ingest.fetch_url import fetch_url, up_to_date
+
     staging_dir = os.path.abspath(staging_dir)
     os.makedirs(staging_dir, exist_ok=True)
     remove_file(os.path.join(staging_dir, FETCH_MANIFEST))

@@ -10,10 +10,9 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, Iterator
-
-import yaml
 
 from odf_core.errors import InvalidIdentifier, MetadataError
 from odf_core.identity import DatasetID, Multihash
@@ -32,48 +31,47 @@ _INT_RANGES = {
 
 # ------------------------------------------------------------------------------------------------------------------
 # Loader: JSON-compatible YAML; timestamps stay strings (they carry nanoseconds), duplicate keys are errors.
+# PyYAML loads on first use (~20 ms): the chain, ingest and transforms use this module's plain-data half only.
 # ------------------------------------------------------------------------------------------------------------------
 
-_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+@cache
+def _yaml_classes() -> tuple[Any, Any]:
+    """(loader, dumper) classes."""
+    import yaml
 
-class _Loader(_Base):  # type: ignore[misc,valid-type]
-    pass
+    class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        pass
 
+    _Loader.yaml_implicit_resolvers = {
+        k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
-_Loader.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
-    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    def _construct_mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
+    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
-def _construct_mapping(loader, node, deep=False):
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+        pass
 
+    def _str_representer(dumper, value: str):
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
-    pass
-
-
-def _str_representer(dumper, value: str):
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str_representer)
-# Timestamps are strings to us: print them plain (unquoted), as the reference implementation does.
-_Dumper.yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
+    _Dumper.add_representer(str, _str_representer)
+    # Timestamps are strings to us: print them plain (unquoted), as the reference implementation does.
+    _Dumper.yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
+    return _Loader, _Dumper
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -247,11 +245,13 @@ class YamlDoc:
     """One YAML document: its plain data and its node tree, which knows the line of every property path."""
 
     data: Any
-    node: yaml.Node
+    node: Any  # yaml.Node
 
     def line_of(self, path: str) -> int:
         """1-based line of ``path`` (``content.metadata[0].read.schema[1]``), or of its deepest existing ancestor
         (a missing property is reported where its mapping is). A mapping key's own line, not its value's."""
+        import yaml
+
         node, line = self.node, self.node.start_mark.line
         for step in _PATH_STEP.findall(path):
             if isinstance(node, yaml.SequenceNode) and step.startswith("["):
@@ -274,7 +274,9 @@ _PATH_STEP = re.compile(r"\[\d+\]|[^.\[\]]+")
 
 
 def _load_yaml_docs(text: str, file: str | None) -> list[YamlDoc]:
-    loader = _Loader(text)
+    import yaml
+
+    loader = _yaml_classes()[0](text)
     docs = []
     try:
         while loader.check_node():
@@ -404,8 +406,10 @@ def manifest_to_data(obj: Any) -> dict:
 
 
 def dump_manifest(obj: Any) -> str:
-    return yaml.dump(manifest_to_data(obj), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=2**16)
+    return dump_data(manifest_to_data(obj))
 
 
 def dump_data(data: Any) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=2**16)
+    import yaml
+
+    return yaml.dump(data, Dumper=_yaml_classes()[1], sort_keys=False, allow_unicode=True, width=2**16)

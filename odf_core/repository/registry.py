@@ -2,8 +2,6 @@
 (``info/remote`` in the dataset: it moves with the dataset on rename and goes with it on delete)."""
 from __future__ import annotations
 
-import yaml
-
 from odf_core.errors import OdfError
 from odf_core.repository.remote import check_repo_name, check_url
 from odf_core.storage import DatasetLayout, ObjectNotFound, ObjectStore
@@ -19,6 +17,8 @@ class RepoRegistry:
         self.store = store
 
     def all(self) -> dict[str, str]:
+        import yaml  # here, not with the module: every `odf pull` imports this one and most never read repos.yaml
+
         try:
             raw = self.store.get(REPOS_KEY)
         except ObjectNotFound:
@@ -33,6 +33,8 @@ class RepoRegistry:
         return dict(repos)
 
     def _save(self, repos: dict[str, str]) -> None:
+        import yaml
+
         self.store.put(REPOS_KEY, yaml.safe_dump({"repositories": dict(sorted(repos.items()))}).encode())
 
     def add(self, name: str, url: str) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from odf_core.errors import OdfError
 from odf_core.identity import DatasetName
-from odf_core.repository.http import HttpDataset
 from odf_core.storage import ObjectStore
+
+if TYPE_CHECKING:
+    from odf_core.repository.http import HttpDataset
 
 SCHEMES = ("file", "s3", "http", "https")
 _REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -58,6 +61,8 @@ class RemoteDataset:
 
     def reader(self, storage_options: dict | None = None) -> ObjectStore | HttpDataset:
         if not self.writable:
+            from odf_core.repository.http import HttpDataset  # HTTP's client only for an http(s):// remote
+
             return HttpDataset(self.url)
         return ObjectStore.open(self.url, **self._options(storage_options))
 

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 from pyspark.sql import SparkSession
 
 from odf_core.engine.protocol import (
+    DISK_ERROR_CLASSES,
     OdfTransformRequest,
     OdfTransformResponse,
     QueryResponseInvalidQuery,
@@ -92,6 +93,12 @@ def _plan_incremental(session: SparkSession, transform: Any, inputs: Sequence[An
                       vocab, enabled(session))
 
 
+def _classed(message: str, error_class: str | None) -> str:
+    """The spec's InternalError has no error-class field: a disk error's class travels as the message's prefix
+    (``[ENOSPC] no space left on device``), so the coordinator can still say where the engine was writing."""
+    return f"[{error_class}] {message}" if error_class in DISK_ERROR_CLASSES else message
+
+
 def execute_transform(spark: SparkSession, request: OdfTransformRequest | TransformRequest) -> OdfTransformResponse:
     """Run one transaction; never raises (query and request problems become responses)."""
     diag: dict[str, Any] = {}
@@ -105,7 +112,8 @@ def execute_transform(spark: SparkSession, request: OdfTransformRequest | Transf
 
     response = always_answer(
         run, invalid=lambda e: TransformResponseInvalidQuery(message=str(e)),
-        internal=lambda err: TransformResponseInternalError(message=err.message, backtrace=err.backtrace),
+        internal=lambda err: TransformResponseInternalError(message=_classed(err.message, err.error_class),
+                                                            backtrace=err.backtrace),
         user_errors="the query failed on the input data: ")
     return OdfTransformResponse(response=response, diagnostics=_diagnostics(diag, timings))
 

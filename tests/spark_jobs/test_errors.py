@@ -44,3 +44,24 @@ def test_the_client_trusts_the_error_class_not_the_message_text(tmp_path, monkey
     # an engine of an earlier build repeated the class in the message: still one clean line
     legacy = str(client_error("transform", "[EROFS] read-only file system", "EROFS", None, where="/w"))
     assert legacy == "transform failed: read-only file system while writing under /w"
+
+
+def test_a_transforms_full_disk_keeps_its_class_through_the_specs_internal_error(tmp_path, monkeypatch):
+    """``TransformResponse::InternalError`` (the spec's) has no error-class field: the engine puts the class before the
+    message and the coordinator still locates the full disk."""
+    from odf_core.engine.protocol import OdfTransformResponse
+    from odf_core.engine.responses import unwrap
+    from odf_core.metadata.engine_ops import TransformResponseInternalError
+    from spark_jobs.transform import _classed
+
+    monkeypatch.setenv("ODF_LOG_DIR", str(tmp_path))
+    answer = internal_error(_failure_caused_by(OSError(errno.ENOSPC, "Error writing bytes to file. Detail: ...")))
+    sent = TransformResponseInternalError(message=_classed(answer.message, answer.error_class), backtrace="trace")
+    try:
+        unwrap(OdfTransformResponse(response=sent), OdfTransformResponse, "transformation of dataset 't'",
+               invalid=ValueError, where="/staging/t/x")
+    except Exception as e:  # noqa: BLE001 - the error's text is what is checked
+        text = str(e)
+    assert text.startswith("transformation of dataset 't' failed: no space left on device while writing under "
+                           "/staging/t/x (trace in "), text
+    assert _classed("RuntimeError: boom", None) == "RuntimeError: boom"

@@ -191,7 +191,9 @@ def test_small_merges_take_the_driver_plans_and_the_limit_moves_them_to_spark(sp
         led.ingest("A,1\nB,2\n", event_time="2024-01-01T00:00:00Z")
         _, rows = led.ingest("A,5\nC,4\nC,6\n", event_time="2024-01-02T00:00:00Z")
         assert ops(rows) == [(0, "C", 4)]
-        assert (snap[0], ledger[0]) == ((2, 2) if sub == "driver" else (0, 0))
+        # the Ledger's second input repeats C and has seen keys: one more mask pass over its new keys finds the
+        # repeated key to report (conformance D1)
+        assert (snap[0], ledger[0]) == ((2, 3) if sub == "driver" else (0, 0))
 
 
 @pytest.mark.spark

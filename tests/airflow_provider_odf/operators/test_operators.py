@@ -196,6 +196,7 @@ def test_push_keys_are_fixed_per_task_instance_whatever_the_try():
 
 
 @pytest.mark.slow
+@pytest.mark.spark  # its retry runs the ingest through spark-submit
 def test_a_retried_push_task_ingests_once_after_the_head_moved(monkeypatch, workspace, tmp_path):
     """Try 1 commits; the head moves on; try 2 (on another worker: no staging) finds try 1's block."""
     import shutil

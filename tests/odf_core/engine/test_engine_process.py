@@ -2,6 +2,7 @@
 stopped with SIGTERM; clients are the library and the ``odf`` CLI with ``--engine``."""
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
@@ -137,6 +138,9 @@ def test_kill9_restart_retry_exactly_once_then_sigterm_leaves_nothing_staged(tmp
         # the engine's own log (Python's, which spark-submit sends to the driver's stdout) is on serve's stderr
         log = b.log.read_text()
         assert "odf engine listening on" in log and ": answered " in log and "draining" in log, log[-3000:]
+        # each answer's line says the request's time and how many Spark jobs it ran (issue #64)
+        answered = r"of slow\.pushes: answered IngestResponseSuccess in [0-9.]+ s \([1-9][0-9]* Spark jobs\)$"
+        assert re.search(answered, log, re.M), log[-3000:]
         staged = Path(staging_root(ws)) / str(handle.state().dataset_id).removeprefix("did:odf:") / "k2"
         assert not (staged / "slice.parquet").exists() and not (staged / "checkpoint.parquet").exists()
     finally:
