@@ -109,6 +109,20 @@ def null_safe_join_cond(left: Sequence[Any], right: Sequence[Any]) -> Any:
     return functools.reduce(operator.and_, [a.eqNullSafe(b) for a, b in zip(left, right)])
 
 
+def row_changed(columns: Iterable[str], idx: dict[str, int], event_time: str) -> Any:
+    """Whether the new row (``__n<i>``) differs from the old one (``__o<i>``) in any of ``columns``, NULL-safe; an
+    event time the merge filled in (``__n_filled``), not given by the data itself, never counts as a change."""
+    diffs = []
+    for c in columns:
+        o, n = F.col(f"__o{idx[c]}"), F.col(f"__n{idx[c]}")
+        if c == event_time:
+            n = F.when(F.col("__n_filled"), F.lit(None)).otherwise(n)
+            diffs.append(n.isNotNull() & ~o.eqNullSafe(n))
+        else:
+            diffs.append(~o.eqNullSafe(n))
+    return functools.reduce(operator.or_, diffs) if diffs else F.lit(False)
+
+
 def duplicate_key(df: DataFrame, pk: Sequence[str]) -> str | None:
     """JSON of one primary key that occurs more than once in ``df`` (nulls equal), or None.
 

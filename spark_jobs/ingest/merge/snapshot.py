@@ -6,8 +6,6 @@ state is the checkpoint's, or rebuilt from the previous slices.
 """
 from __future__ import annotations
 
-import functools
-import operator
 import os
 from typing import Any, Callable
 
@@ -30,6 +28,7 @@ from spark_jobs.ingest.merge import (
     one_partition,
     read_history,
     require_columns,
+    row_changed,
 )
 from spark_jobs.ingest.read import ET_FILLED, ROW_ID
 from spark_jobs.ingest.slices import DEST, SliceStats, combine_slice, write_slice
@@ -136,15 +135,7 @@ def _spark_plan(ctx: MergeContext, inp: MergeInput, state: DataFrame | None, sta
         idx = {c: i for i, c in enumerate(cols)}
         cond = null_safe_join_cond([F.col(f"__o{idx[k]}") for k in pk], [F.col(f"__n{idx[k]}") for k in pk])
         j = old.join(nn, cond, "full_outer")
-        diffs = []
-        for c in _compare_columns(ctx):
-            o, n = F.col(f"__o{idx[c]}"), F.col(f"__n{idx[c]}")
-            if c == vocab.event_time:  # only an event time given by the data itself counts as a change
-                n = F.when(F.col("__n_filled"), F.lit(None)).otherwise(n)
-                diffs.append(n.isNotNull() & ~o.eqNullSafe(n))
-            else:
-                diffs.append(~o.eqNullSafe(n))
-        changed = functools.reduce(operator.or_, diffs) if diffs else F.lit(False)
+        changed = row_changed(_compare_columns(ctx), idx, vocab.event_time)
         o_col = lambda i, c: F.col(f"__o{i}")  # noqa: E731
         n_col = lambda i, c: F.col(f"__n{i}")  # noqa: E731
         emitted = j.select(F.inline(

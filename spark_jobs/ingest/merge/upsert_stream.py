@@ -23,6 +23,7 @@ from pyspark.sql import types as T
 
 from spark_jobs.columns import col
 from spark_jobs.ingest.merge import (
+    row_changed,
     MergeContext,
     MergeInput,
     check_ops,
@@ -73,17 +74,7 @@ def merge(ctx: MergeContext, inp: MergeInput) -> SliceStats:
     j = new.join(one_partition(old, small), cond, "left")
     retract = F.col("__n_op") == _RETRACT
     known = F.col("__o_present").isNotNull()
-    diffs = []
-    for c in cols:
-        if c in pk:
-            continue
-        o, n = F.col(f"__o{idx[c]}"), F.col(f"__n{idx[c]}")
-        if c == vocab.event_time:  # only an event time given by the data itself counts as a difference
-            n = F.when(F.col("__n_filled"), F.lit(None)).otherwise(n)
-            diffs.append(n.isNotNull() & ~o.eqNullSafe(n))
-        else:
-            diffs.append(~o.eqNullSafe(n))
-    changed = functools.reduce(operator.or_, diffs) if diffs else F.lit(False)
+    changed = row_changed([c for c in cols if c not in pk], idx, vocab.event_time)
 
     def row(side: str, op_value: int) -> Any:
         return F.struct(F.lit(op_value).cast("int").alias(op),
