@@ -45,8 +45,9 @@ def write_error_log(what: str, text: str) -> Path | None:
         return None
 
 
-#: What an engine of an earlier build put before a disk error's reason (``[ENOSPC] no space left on device``).
-_LEGACY_DISK_PREFIX = re.compile(r"\[[A-Z]+\] ")
+#: A disk error's class before its reason (``[ENOSPC] no space left on device``): what an engine of an earlier build
+#: sent, and how a spec ``TransformResponse::InternalError`` (no error-class field) carries it.
+DISK_CLASS_PREFIX = re.compile(r"\[([A-Z]+)\] ")
 
 
 def internal_error(what: str, message: str, error_class: str | None = None, backtrace: str | None = None,
@@ -54,7 +55,7 @@ def internal_error(what: str, message: str, error_class: str | None = None, back
     """One line for the user: what failed, Spark's error class, the message, and where the trace is. A full disk
     reads ``no space left on device while writing under <where>`` (``where``: the directory the engine wrote to)."""
     if error_class in DISK_ERROR_CLASSES:
-        reason = _LEGACY_DISK_PREFIX.sub("", message.strip(), count=1)
+        reason = DISK_CLASS_PREFIX.sub("", message.strip(), count=1)
         message, error_class = reason + (f" while writing under {where}" if where else ""), None
     head = f"{what} failed" + (f" [{error_class}]" if error_class and error_class not in message else "")
     text = f"{head}: {message}"

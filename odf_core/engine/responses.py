@@ -7,10 +7,9 @@ the trace in a log file it names, a full disk located where the engine was writi
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
-from odf_core.engine.base import EngineError, internal_error
+from odf_core.engine.base import DISK_CLASS_PREFIX, EngineError, internal_error
 from odf_core.engine.protocol import (
     DISK_ERROR_CLASSES,
     EngineInternalError,
@@ -19,9 +18,6 @@ from odf_core.engine.protocol import (
     QueryResponseInvalidQuery,
 )
 from odf_core.metadata.engine_ops import TransformResponseInternalError, TransformResponseInvalidQuery
-
-#: How the engine names a disk error's class inside a ``TransformResponse::InternalError`` message.
-_CLASS_PREFIX = re.compile(r"\[([A-Z]+)\] ")
 
 #: The user's mistake: the data, the read step, the merge strategy or the query is wrong.
 USER_ERRORS = (IngestResponseInvalidInput, QueryResponseInvalidQuery, TransformResponseInvalidQuery)
@@ -42,7 +38,7 @@ def unwrap(answer: Any, envelope: type, what: str, *, invalid: Callable[[str], E
     if isinstance(value, ENGINE_ERRORS):
         message, error_class = value.message, getattr(value, "error_class", None)
         if isinstance(value, TransformResponseInternalError):  # the spec's type has no class: it leads the message
-            prefix = _CLASS_PREFIX.match(message)
+            prefix = DISK_CLASS_PREFIX.match(message)
             if prefix and prefix.group(1) in DISK_ERROR_CLASSES:
                 message, error_class = message[prefix.end():], prefix.group(1)
         raise internal_error(what, message, error_class, value.backtrace, where=where)
