@@ -15,7 +15,7 @@ from tests.hypothesis_profiles import load as load_hypothesis_profile
 load_hypothesis_profile()  # HYPOTHESIS_PROFILE (tests/hypothesis_profiles.py), before any test module is imported
 
 # the tiers' markers are checked against what each test really does (tests/tiers.py)
-pytest_plugins = ["tests.tiers"]
+pytest_plugins = ["tests.tiers", "tests.parallel"]
 
 # spark-submit and the pyspark launcher are found through the venv's bin directory.
 _VENV_BIN = str(Path(sys.executable).parent)

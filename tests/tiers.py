@@ -177,6 +177,10 @@ def _count_jvm_calls() -> None:
     GatewayClient.send_command = counted
 
 
+_config: pytest.Config | None = None
+_jvm_starts: dict[str, int] = {}  # test file -> JVMs its tests started (spark-submit, engines, clusters)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fast", action="store_true",
                      help=f"the fast tier (./dev test --fast): -m {FAST_MARKEXPR!r}")
@@ -189,6 +193,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.markexpr = FAST_MARKEXPR
     sys.addaudithook(_audit)  # cannot be removed: it only records while a test runs
     _count_jvm_calls()
+    global _config
+    _config = config
     config._odf_tier_seconds = 0.0  # type: ignore[attr-defined]
     config._odf_tier_started = time.monotonic()  # type: ignore[attr-defined]
 
@@ -238,14 +244,26 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem):
 def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
     report = outcome.get_result()
-    item.config._odf_tier_seconds += report.duration  # type: ignore[attr-defined]
     if call.when != "teardown" or _watch is None or _watch.item is not item:
         return
+    jvms = sum(kind == "jvm" for kind, _ in _watch.children)
+    if jvms:  # travels with the report to the xdist controller: the summary counts the run's JVM starts
+        report.user_properties.append(("odf_jvm_starts", jvms))
     problems = _watch.violations()
     if problems and report.passed:
         report.outcome = "failed"
         report.longrepr = f"{item.nodeid}: the test's markers do not say what it does (tests/tiers.py):\n  " + \
                           "\n  ".join(problems)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Every phase's time, counted where the reports arrive (the xdist controller gets its workers' reports)."""
+    if _config is not None:
+        _config._odf_tier_seconds += report.duration  # type: ignore[attr-defined]
+        path = report.nodeid.split("::", 1)[0]
+        for name, value in report.user_properties:
+            if name == "odf_jvm_starts":
+                _jvm_starts[path] = _jvm_starts.get(path, 0) + value
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -258,3 +276,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     wall = time.monotonic() - config._odf_tier_started  # type: ignore[attr-defined]
     terminalreporter.write_sep("=", f"tier {tier}: {ran} tests, {config._odf_tier_seconds:.0f} s in tests, "
                                     f"{wall / 60:.1f} min wall")
+    if _jvm_starts:  # a JVM start costs 10-20 s of CPU: the first place to look when the budget is tight
+        top = sorted(_jvm_starts.items(), key=lambda kv: -kv[1])[:8]
+        terminalreporter.write_line(f"JVMs started by tests: {sum(_jvm_starts.values())}; most: "
+                                    + ", ".join(f"{path} {n}" for path, n in top))

@@ -146,6 +146,8 @@ def test_kill9_restart_retry_exactly_once_then_sigterm_leaves_nothing_staged(tmp
     finally:
         if b.proc.poll() is None:
             b.kill9()
+    # this test's engines only (another xdist worker may run engines of its own): they listen on a.port and b.port
+    ours = {str(a.port), str(b.port)}
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if "spark_jobs/server.py" in " ".join(
-        p.info["cmdline"] or [])]
+        p.info["cmdline"] or []) and ours & set(p.info["cmdline"] or [])]
     assert leftovers == [], "engine processes left behind"

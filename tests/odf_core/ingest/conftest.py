@@ -1,6 +1,7 @@
 """Fixtures of the ingest tests: a local HTTP server and a private podman service speaking the Docker API."""
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -25,13 +26,15 @@ class Podman:
 
 
 @pytest.fixture(scope="session")
-def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
+def podman() -> Iterator[Podman]:
     """A podman service on a unique socket with a local busybox image; skipped only when podman is not installed
     (and then listed at the end of the run by the hook in tests/conftest.py)."""
     missing = podman_missing()
     if missing:
         pytest.skip(f"{PODMAN_SKIP}: {missing}")
-    service = start_podman_service(str(tmp_path_factory.mktemp("podman")))
+    # podman refuses a runroot longer than 50 characters: a short directory of its own, not the (xdist worker's,
+    # longer) pytest temp dir; stop() deletes it
+    service = start_podman_service(tempfile.mkdtemp(prefix="odf-podman-"))
     try:
         image = import_busybox_image(service)
         yield Podman(service.docker_host, image)

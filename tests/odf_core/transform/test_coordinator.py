@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -252,7 +253,12 @@ def test_crash_after_engine_before_commit_then_retry_exactly_once(ws, engine, tm
     assert {DatasetLayout.data_key(ets[0].event.new_data.physical_hash)} == written[0]
 
 
-def test_spark_submit_missing_and_timeout_kills_the_whole_group(ws, tmp_path):
+def test_spark_submit_missing_and_timeout_kills_the_whole_group(ws, tmp_path, monkeypatch):
+    # the job's request file is in this test's own temp dir: the orphan check below looks for this test's
+    # processes only (another xdist worker may be running spark-submit jobs of its own)
+    jobs_tmp = tmp_path / "jobs"
+    jobs_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(jobs_tmp))
     root = make_root(ws)
     add_rows(root, tmp_path, [("a", 1, 0)])
     d = derivative(ws, "d", "select event_time, k from root", "root")
@@ -263,7 +269,7 @@ def test_spark_submit_missing_and_timeout_kills_the_whole_group(ws, tmp_path):
     with pytest.raises(EngineError, match="timed out"):
         run(ws, "d", engine=eng)
     assert d.chain.head() == head
-    leftover = subprocess.run(["pgrep", "-f", "spark_jobs/submit.py"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-f", f"spark_jobs/submit.py {jobs_tmp}/"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", "orphaned Spark processes"
 
 
