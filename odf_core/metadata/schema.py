@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import dataclass_transform
 
 
 class W(enum.Enum):
@@ -166,4 +172,13 @@ class Model:
         return data
 
 
-model = dataclass(frozen=True, kw_only=True)
+_M = TypeVar("_M", bound=type)
+
+
+# ``req`` is a field specifier (no default: a required constructor argument); ``opt`` and ``lst`` fields stay plain
+# defaults to the type checker, since their defaults are decided inside them, out of its sight.
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field, req))
+def model(cls: _M) -> _M:
+    """Make ``cls`` a frozen, keyword-only dataclass; a function (not an alias of ``dataclass(...)``) so that type
+    checkers see the generated fields and constructor."""
+    return dataclass(frozen=True, kw_only=True)(cls)
