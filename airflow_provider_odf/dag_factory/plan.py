@@ -99,7 +99,7 @@ def snapshot_files(folder: Path) -> list[Path]:
 
 def _inputs(doc: SnapshotDoc) -> tuple[str, ...]:
     names = []
-    for i, ev in enumerate(doc.snapshot.metadata):
+    for i, ev in enumerate(doc.valid.metadata):
         if isinstance(ev, SetTransform):
             for j, inp in enumerate(ev.inputs):
                 ref = DatasetRef.parse(inp.dataset_ref)
@@ -112,7 +112,7 @@ def _inputs(doc: SnapshotDoc) -> tuple[str, ...]:
 
 
 def describe(doc: SnapshotDoc) -> DatasetPlan:
-    snapshot = doc.snapshot
+    snapshot = doc.valid
     alias = DatasetAlias.parse(snapshot.name)
     events = snapshot.metadata
     info = next((e for e in reversed(events) if isinstance(e, SetInfo)), None)

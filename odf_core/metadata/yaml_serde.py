@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from odf_core.errors import InvalidIdentifier, MetadataError
 from odf_core.identity import DatasetID, Multihash
 from odf_core.identity.names import DatasetAlias, DatasetRef
-from odf_core.metadata.schema import TABLES, W, OdfEnum, Wire, fields_of, table, union
+from odf_core.metadata.schema import TABLES, Model, W, OdfEnum, Wire, fields_of, table, union
 from odf_core.metadata.timestamp import InvalidTimestamp, Timestamp
 
 _U64_MAX = 2**64 - 1
@@ -168,7 +168,7 @@ def _value_from(w: Wire, v: Any, path: str) -> Any:
     raise AssertionError(k)
 
 
-def from_data(cls: type, data: Any, path: str = "", *, union_kind: bool = False) -> Any:
+def from_data(cls: type[Model], data: Any, path: str = "", *, union_kind: bool = False) -> Any:
     """Build a model object from plain YAML/JSON data, validating as the JSON Schema would."""
     if not isinstance(data, dict):
         raise MetadataError(f"expected a mapping ({cls.KIND}), got a {_type_name(data)}", path=path, value=data)

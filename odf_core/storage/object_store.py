@@ -14,6 +14,7 @@ backend guarantees for writes is documented in :mod:`odf_core.storage.backends`.
 """
 from __future__ import annotations
 
+import builtins
 import os
 import stat
 import time
@@ -287,7 +288,7 @@ class ObjectStore:
             walked = self._walk(prefix)
         return sorted(rel for rel, _ in walked if not any(map(is_internal_name, rel.split("/"))))
 
-    def list_dirs(self, prefix: str = "") -> list[str]:
+    def list_dirs(self, prefix: str = "") -> builtins.list[str]:
         """Sorted names of the directories directly under ``prefix`` (one level, no recursion)."""
         prefix = validate_prefix(prefix)
         base = self._join(prefix)
@@ -308,7 +309,7 @@ class ObjectStore:
             names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
         return sorted(n for n in names if not is_internal_name(n))
 
-    def _walk(self, prefix: str) -> list[tuple[str, str]]:
+    def _walk(self, prefix: str) -> builtins.list[tuple[str, str]]:
         """(key relative to the root, backend path) of every file under ``prefix``, internal files included."""
         if self.is_local:
             return self._walk_local(prefix)
@@ -325,9 +326,9 @@ class ObjectStore:
                 out.append((p[len(root_slash):], p))
         return out
 
-    def _walk_local(self, prefix: str) -> list[tuple[str, str]]:
+    def _walk_local(self, prefix: str) -> builtins.list[tuple[str, str]]:
         """Like :meth:`_walk` on a local disk, following symlinks that stay inside the root and refusing others."""
-        out: list[tuple[str, str]] = []
+        out: builtins.list[tuple[str, str]] = []
 
         def visit(path: str, rel: str, seen: frozenset[str]) -> None:
             try:
@@ -463,7 +464,7 @@ class ObjectStore:
             except (NotImplementedError, FileNotFoundError, NotADirectoryError):
                 return None
 
-    def files(self, prefix: str = "") -> list[StoredFile]:
+    def files(self, prefix: str = "") -> builtins.list[StoredFile]:
         """Every object under ``prefix`` with its size and modification time (temp and lock files left out)."""
         out = []
         for key in self.list(prefix):
@@ -474,7 +475,7 @@ class ObjectStore:
             out.append(StoredFile(key, size, self.modified(key)))
         return out
 
-    def remove_stale_temp(self, older_than_s: float) -> list[str]:
+    def remove_stale_temp(self, older_than_s: float) -> builtins.list[str]:
         """Delete temp files left by crashed writers, last modified more than ``older_than_s`` seconds ago.
 
         Returns the removed paths relative to the root. Pick ``older_than_s`` well above the longest write, since a
@@ -482,7 +483,7 @@ class ObjectStore:
         """
         return [f.key for f in self.remove_stale_temp_files(older_than_s)]
 
-    def remove_stale_temp_files(self, older_than_s: float, *, dry_run: bool = False) -> list[StoredFile]:
+    def remove_stale_temp_files(self, older_than_s: float, *, dry_run: bool = False) -> builtins.list[StoredFile]:
         """Like :meth:`remove_stale_temp`, with each file's size; ``dry_run`` only lists what would go."""
         cutoff = time.time() - older_than_s
         removed = []
