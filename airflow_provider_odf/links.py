@@ -7,7 +7,7 @@ from urllib.parse import quote, urlencode
 from airflow.sdk import BaseOperatorLink
 
 if TYPE_CHECKING:
-    from airflow.models.taskinstancekey import TaskInstanceKey
+    from airflow.sdk.types import TaskInstanceKey
 
 UI_PREFIX = "/odf"
 

@@ -783,8 +783,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from odf_core.engine import write_error_log
 
-        path = write_error_log(f"odf-{name}", "".join(traceback.format_exception(e)))
-        where = f" (trace in {path})" if path else ""
+        log_path = write_error_log(f"odf-{name}", "".join(traceback.format_exception(e)))
+        where = f" (trace in {log_path})" if log_path else ""
         first = (str(e).strip().splitlines() or [""])[0]
         print(f"odf: error: internal error in '{name}': {type(e).__name__}: {first}{where}", file=sys.stderr)
         return 1

@@ -241,6 +241,7 @@ def _plan_update(ws: Workspace, doc: SnapshotDoc, creating: set[str]) -> tuple[l
     handle = ws.get(snap.name)
     state = handle.state()
     if snap.kind != state.kind:
+        assert state.kind is not None  # set by the Seed
         return [], doc.error_at(f"dataset '{handle.name}' is a {state.kind.value} dataset in the workspace: its kind "
                                 "cannot change (delete or rename it first)", "content.kind", snap.kind.value)
     sim = _Simulated(state)

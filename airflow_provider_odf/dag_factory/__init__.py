@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -100,7 +101,7 @@ def dags_from_folder(folder: str | os.PathLike[str], namespace: dict[str, Any] |
         if settings.whole_graph and not d.manual:
             graph.append(d)
             continue
-        build(d.dag_id, d.name, f"{d.file}: dataset '{d.name}'", lambda d=d: builder.dataset_dag(d))
+        build(d.dag_id, d.name, f"{d.file}: dataset '{d.name}'", partial(builder.dataset_dag, d))
     if settings.whole_graph:
         build(GRAPH_DAG_ID, None, str(settings.file or root), lambda: builder.graph_dag(graph))
 

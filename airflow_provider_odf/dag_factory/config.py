@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import yaml
 
@@ -157,7 +157,7 @@ class DagSettings:
     tags: tuple[str, ...] = ()
     spark_conn_id: str | None = None
     execution_timeout: float | None = None
-    verify: str = "integrity"  # integrity | full | none
+    verify: Literal["integrity", "full", "none"] = "integrity"
     sensor: str = "deferrable"  # deferrable | reschedule | poke | none (polling roots)
     sensor_poke_interval: float = 60.0
     sensor_timeout: float = 600.0

@@ -171,7 +171,7 @@ def committed(ws: "Workspace | None", asset_namespace: str, dataset: str, block:
         ins = [namer.input(i.dataset, i) for i in prov.inputs if i.dataset]
         if prov.queries:
             job_facets["sql"] = sql_job.SQLJobFacet(query=";\n".join(q for _, q in prov.queries), dialect="spark")
-    elif prov is None and _is_derivative(ws, dataset):
+    elif prov is None and ws is not None and _is_derivative(ws, dataset):
         ins = [namer.input(n) for n in _input_names(ws, dataset)]
     else:
         ins = list(inputs)

@@ -56,7 +56,7 @@ def verify_integrity(store: ObjectStore, *, check_data: bool = True) -> Integrit
 
     # Walk back checking hashes and links, then replay forward checking the rules.
     blocks: list[tuple[Multihash, MetadataBlock]] = []
-    expected = head
+    expected: Multihash | None = head
     while expected is not None:
         try:
             block = chain.get_block(expected)

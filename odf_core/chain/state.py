@@ -61,6 +61,12 @@ class ChainState:
     data_blocks: int = 0
 
     @property
+    def seeded_id(self) -> DatasetID:
+        """The dataset's id, for a chain known to start with its Seed (every stored dataset's chain does)."""
+        assert self.dataset_id is not None, "the chain has no Seed"
+        return self.dataset_id
+
+    @property
     def block_count(self) -> int:
         return self.sequence_number + 1
 

@@ -76,11 +76,11 @@ def plan_inputs(ws: Workspace, handle: DatasetHandle, state: ChainState, scratch
                 | None = None) -> list[PlannedInput] | str:
     """Inputs of the next transaction, or a reason to wait / nothing to do (a string)."""
     st = transform_of(state, str(handle.name))
-    planned = []
+    planned: list[PlannedInput] = []
     for inp in st.inputs:
         h = input_handle(ws, inp.dataset_ref, str(handle.name))
         ist = h.state()
-        did = ist.dataset_id
+        did = ist.seeded_id
         if positions is not None:  # reproduction: the recorded interval
             prev_hash, prev_off, new_hash, new_off = positions[did]
         else:
