@@ -26,7 +26,7 @@ def _base_url() -> str:
         from airflow.sdk.configuration import conf
 
         return conf.get("api", "base_url", fallback="") or ""
-    except Exception:  # an unreadable config must not lose the link
+    except Exception:  # noqa: BLE001 - an unreadable config must not lose the link
         return ""
 
 

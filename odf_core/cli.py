@@ -656,7 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an HTTP download slower than BYTES/s over the stall window is abandoned "
                         "(default 1024; 0: never)")
     s.add_argument("--fetch-stall-window", type=_seconds, metavar="S", help="window of --fetch-min-rate (default 60)")
-    s.add_argument("--as", dest="as_name", metavar="NAME", help="local name of a dataset pulled from a URL or REPO/NAME")
+    s.add_argument("--as", dest="as_name", metavar="NAME",
+                   help="local name of a dataset pulled from a URL or REPO/NAME")
     s.add_argument("--force", action="store_true", help="replace a local replica that diverged from its remote")
     _duplicates_option(s)
     _spark_options(s)

@@ -89,7 +89,7 @@ def dags_from_folder(folder: str | os.PathLike[str], namespace: dict[str, Any] |
             dag = make()
             dag.validate()  # what the DagBag would do; failing here keeps the message ours and complete
             dags[dag_id] = dag
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure becomes this DAG's problem DAG
             problems.append(Problem(f"{where}: cannot build DAG '{dag_id}': {type(e).__name__}: {e}", dataset))
 
     if not settings.whole_graph:

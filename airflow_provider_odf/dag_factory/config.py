@@ -247,7 +247,8 @@ def load_settings(file: str | Path | None) -> FolderSettings:
     top = _mapping(data, name, "")
     unknown = set(top) - {"defaults", "datasets"}
     if unknown:
-        raise MetadataError("unknown section (allowed: defaults, datasets)", file=name, path=sorted(map(str, unknown))[0])
+        raise MetadataError("unknown section (allowed: defaults, datasets)", file=name,
+                            path=sorted(map(str, unknown))[0])
     hint = "Airflow settings only: ODF metadata belongs in the DatasetSnapshot files"
     defaults_raw = _mapping(top.get("defaults"), name, "defaults")
     folder_fields = {k: v for k, v in defaults_raw.items() if k in _FOLDER_FIELDS}

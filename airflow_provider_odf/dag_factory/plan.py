@@ -131,7 +131,7 @@ def _read(files: Iterable[Path], problems: list[Problem]) -> tuple[list[DatasetP
     for f in files:
         try:
             docs = read_snapshot_file(f)
-        except Exception as e:  # a bug must not hide the other files' DAGs either
+        except Exception as e:  # noqa: BLE001 - a bug must not hide the other files' DAGs either
             problems.append(Problem(f"{f}: {type(e).__name__}: {e}"))
             continue
         for doc in docs:

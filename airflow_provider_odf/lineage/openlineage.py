@@ -58,7 +58,8 @@ def _dataset_facets(ident: DatasetIdentity, version: str | None) -> dict[str, An
         facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=version)
     if ident.schema:
         facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=[
-            schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type, description=None if c.nullable else "not null")
+            schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type,
+                                                    description=None if c.nullable else "not null")
             for c in ident.schema])
     return facets
 
@@ -127,7 +128,7 @@ def _quiet(fn: Callable[[], Any]) -> Any:
     """Lineage is best effort: what cannot be read is left out (logged), never raised into the task."""
     try:
         return fn()
-    except Exception as e:  # the workspace may be the very thing that failed the task
+    except Exception as e:  # noqa: BLE001 - the workspace may be the very thing that failed the task
         log.warning("OpenLineage: %s: %s", type(e).__name__, e)
         return None
 

@@ -156,7 +156,7 @@ class OdfSyncOperator(BaseOperator):
 
         try:
             ws = OdfHook(self.odf_conn_id).get_workspace()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - lineage is best effort
             self.log.warning("OpenLineage: workspace of connection '%s' not readable: %s", self.odf_conn_id, e)
             ws = None
         return ol.synced(ws, self.asset_namespace or self.odf_conn_id, self.folder, self.changed)

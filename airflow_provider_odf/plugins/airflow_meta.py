@@ -44,7 +44,7 @@ def airflow_info(asset_namespace: str, datasets: list[str]) -> dict[str, Airflow
     """Producers and the last finished verification of each dataset (empty when Airflow has none)."""
     try:
         return _query(asset_namespace, datasets)
-    except Exception as e:  # the page still shows the workspace when the metadata DB is not reachable
+    except Exception as e:  # noqa: BLE001 - the page still shows the workspace when the metadata DB is not reachable
         log.warning("ODF view: cannot read Airflow's metadata DB: %s", e)
         return {}
 

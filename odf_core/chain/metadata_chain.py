@@ -107,7 +107,8 @@ class MetadataChain:
                     return stored.state
                 base = stored.state  # authentic but older: catch up from there
             else:
-                log.log(logging.WARNING if stored.suspicious else logging.INFO, "%s: ignoring %s: %s; rebuilding it from the blocks", self.store.url, SUMMARY_KEY,
+                log.log(logging.WARNING if stored.suspicious else logging.INFO,
+                        "%s: ignoring %s: %s; rebuilding it from the blocks", self.store.url, SUMMARY_KEY,
                         stored.problem)
         state = self._catch_up(base, head)
         self._write_summary(state)

@@ -1,8 +1,8 @@
 """The dataset's current state, folded from its blocks.
 
 :class:`ChainState` is what planning needs (schema, vocab, sources, transform, offsets, watermark, checkpoint, source
-state) so it never has to walk the chain: the chain keeps it as an authenticated summary bound to the head it was computed
-at (``odf_core.chain.summary``), and reading it costs O(1) storage reads whatever the chain length.
+state) so it never has to walk the chain: the chain keeps it as an authenticated summary bound to the head it was
+computed at (``odf_core.chain.summary``), and reading it costs O(1) storage reads whatever the chain length.
 """
 from __future__ import annotations
 

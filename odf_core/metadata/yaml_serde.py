@@ -323,7 +323,7 @@ def manifest_from_data(data: Any, file: str | None = None, expected: str | None 
         obj = from_data(table(kind), data["content"], "content")
         return obj.replace(manifest_version=version) if kind == "MetadataBlock" else obj
     except MetadataError as e:
-        raise e.with_file(file) if file and not e.file else e
+        raise (e.with_file(file) if file and not e.file else e) from None
 
 
 _ENGINE_OPS = ("RawQueryRequest", "TransformRequest", "TransformResponseRoot", "RawQueryResponseRoot")

@@ -2,15 +2,15 @@
 
 One implementation on top of fsspec serves local directories (plain paths and ``file://``), ``memory://`` and object
 stores (``s3://`` …). Keys are relative ``/`` paths checked by :mod:`odf_core.storage.keys`, so no key names anything
-outside the root; on local stores every read, write and listing also checks where the path *resolves*, so a symlink
-(a ``data/`` directory or a single file) pointing out of the store's root is refused with :class:`StoreEscape` instead
-of followed. Symlinks that stay inside the root are followed; the root itself (and its parents) may be symlinks.
-A child store (:meth:`ObjectStore.child`, e.g. one dataset of a workspace) is confined to its own root, which must
-itself resolve inside its parent's. Deleting never follows a symlink: it removes the link. An operating-system failure (a full disk, no
-permission, an I/O error) surfaces as :class:`~odf_core.errors.FileSystemError`, one line naming the operation and the
-path. Objects are published atomically (a reader sees no object or a complete one) and refs move only through
-:meth:`ObjectStore.compare_and_swap_ref`, which on local and memory stores is a real compare-and-swap. What each
-backend guarantees for writes is documented in :mod:`odf_core.storage.backends`.
+outside the root; on local stores every read, write and listing also checks where the path *resolves*, so a symlink (a
+``data/`` directory or a single file) pointing out of the store's root is refused with :class:`StoreEscape` instead of
+followed. Symlinks that stay inside the root are followed; the root itself (and its parents) may be symlinks. A child
+store (:meth:`ObjectStore.child`, e.g. one dataset of a workspace) is confined to its own root, which must itself
+resolve inside its parent's. Deleting never follows a symlink: it removes the link. An operating-system failure (a full
+disk, no permission, an I/O error) surfaces as :class:`~odf_core.errors.FileSystemError`, one line naming the operation
+and the path. Objects are published atomically (a reader sees no object or a complete one) and refs move only through
+:meth:`ObjectStore.compare_and_swap_ref`, which on local and memory stores is a real compare-and-swap. What each backend
+guarantees for writes is documented in :mod:`odf_core.storage.backends`.
 """
 from __future__ import annotations
 
@@ -63,8 +63,9 @@ class ObjectStore:
         """Open the store at a local path, ``file://``, ``memory://``, ``s3://`` or any fsspec URL.
 
         ``storage_options`` go to the fsspec file system (credentials, endpoint, …); for ``s3://`` they are
-        ``endpoint_url``, ``key``, ``secret``, ``token``, ``region`` (unset: the standard ``AWS_*`` variables). ``unsafe_ref_updates`` allows
-        non-atomic ref updates on backends without compare-and-swap (object stores); see ``backends``.
+        ``endpoint_url``, ``key``, ``secret``, ``token``, ``region`` (unset: the standard ``AWS_*`` variables).
+        ``unsafe_ref_updates`` allows non-atomic ref updates on backends without compare-and-swap (object stores);
+        see ``backends``.
         """
         text = os.fspath(url_or_path) if isinstance(url_or_path, (str, os.PathLike)) else None
         if not isinstance(text, str) or not text:
