@@ -278,8 +278,8 @@ class Workspace:
 
     def delete(self, ref: str, *, force: bool = False) -> None:
         h = self.get(ref)
-        did = h.state().seeded_id
-        if not force:
+        did = h.state().dataset_id
+        if not force and did is not None:  # always set: get() finds only datasets with a head (a Seed)
             users = [
                 str(o.name) for o in self.list()
                 if o.name != h.name and (t := o.state().transform) is not None

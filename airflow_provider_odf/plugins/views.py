@@ -117,9 +117,12 @@ def describe_event(block: "MetadataBlock", names: dict[str, str]) -> tuple[str, 
             tuple(n for n in ins if not n.startswith("did:"))
     if isinstance(ev, SetDataSchema):
         from odf_core.metadata.arrow_schema import decode_arrow_schema
+        from odf_core.metadata.data_schema_arrow import arrow_schema_bytes
 
-        assert ev.schema is not None  # required by the schema's JSON form, optional only in the model
-        cols = [f.name for f in decode_arrow_schema(ev.schema)]
+        raw = arrow_schema_bytes(ev)  # the raw Arrow schema, else the DataSchema's: a block may carry either
+        if raw is None:
+            return "no schema", ()
+        cols = [f.name for f in decode_arrow_schema(raw)]
         return f"{len(cols)} columns: {', '.join(cols)}", ()
     if isinstance(ev, SetInfo):
         return (ev.description or "").strip().splitlines()[0] if ev.description else "info", ()
