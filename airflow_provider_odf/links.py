@@ -7,7 +7,7 @@ from urllib.parse import quote, urlencode
 from airflow.sdk import BaseOperatorLink
 
 if TYPE_CHECKING:
-    from airflow.models.taskinstancekey import TaskInstanceKey
+    from airflow.sdk.types import TaskInstanceKey
 
 UI_PREFIX = "/odf"
 
@@ -26,7 +26,7 @@ def _base_url() -> str:
         from airflow.sdk.configuration import conf
 
         return conf.get("api", "base_url", fallback="") or ""
-    except Exception:  # an unreadable config must not lose the link
+    except Exception:  # noqa: BLE001 - an unreadable config must not lose the link
         return ""
 
 

@@ -129,7 +129,8 @@ def main() -> int:
     print(f"updated {RESULTS_FILE}")
     missed = [r for r in rows if r.verdict == "**NO**"]
     for r in missed:
-        print(f"{r.snapshots} snapshots: first parse {r.first_s:.2f} s misses the budget of {BUDGET_S[r.snapshots]:g} s",
+        print(f"{r.snapshots} snapshots: first parse {r.first_s:.2f} s misses the budget of "
+              f"{BUDGET_S[r.snapshots]:g} s",
               file=sys.stderr)
     return 1 if missed else 0
 

@@ -29,11 +29,11 @@ import pyarrow.csv as pacsv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import spark_jobs.ingest.merge as plans  # noqa: E402
-from spark_jobs.ingest.merge import append as append_merge  # noqa: E402
-from spark_jobs.ingest.merge import ledger as ledger_merge  # noqa: E402
-from spark_jobs.ingest.merge import snapshot as snapshot_merge  # noqa: E402
-from benchmarks._common import (  # noqa: E402
+import spark_jobs.ingest.merge as plans
+from spark_jobs.ingest.merge import append as append_merge
+from spark_jobs.ingest.merge import ledger as ledger_merge
+from spark_jobs.ingest.merge import snapshot as snapshot_merge
+from benchmarks._common import (
     Result,
     Step,
     StepTimer,
@@ -49,11 +49,11 @@ from benchmarks._common import (  # noqa: E402
     spark_submit_floor,
     update_results_file,
 )
-from odf_core import commit as odf_commit  # noqa: E402
-from odf_core import hashing  # noqa: E402
-from odf_core.engine import LocalEngine, SubmitEngine  # noqa: E402
-from odf_core.ingest import transaction as tx  # noqa: E402
-from odf_core.metadata import (  # noqa: E402
+from odf_core import commit as odf_commit
+from odf_core import hashing
+from odf_core.engine import LocalEngine, SubmitEngine
+from odf_core.ingest import transaction as tx
+from odf_core.metadata import (
     DatasetKind,
     DatasetSnapshot,
     FetchStepFilesGlob,
@@ -63,7 +63,7 @@ from odf_core.metadata import (  # noqa: E402
     ReadStepCsv,
     SetPollingSource,
 )
-from odf_core.workspace import Workspace  # noqa: E402
+from odf_core.workspace import Workspace
 
 SECTION = "bench_ingest"
 CSV_SCHEMA = ("id BIGINT", "event_time TIMESTAMP", "category STRING", "value DOUBLE")

@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import fmt_seconds, machine_info, median, render_table, update_results_file  # noqa: E402
-from odf_core.ingest import FetchedFile, FetchError, FetchOptions, PrepareError, fetch, prepare  # noqa: E402
-from odf_core.metadata import FetchStepUrl, PrepStepPipe, Timestamp  # noqa: E402
-from tests.odf_core.ingest.http_server import LocalHttpServer, Resource  # noqa: E402
+from benchmarks._common import fmt_seconds, machine_info, median, render_table, update_results_file
+from odf_core.ingest import FetchedFile, FetchError, FetchOptions, PrepareError, fetch, prepare
+from odf_core.metadata import FetchStepUrl, PrepStepPipe, Timestamp
+from tests.odf_core.ingest.http_server import LocalHttpServer, Resource
 
 SECTION = "bench_limits"
 REPETITIONS = 5

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import Result, machine_info, median, update_results_file  # noqa: E402
+from benchmarks._common import Result, machine_info, median, update_results_file
 
 SECTION = "Repositories (issue #14)"
 
@@ -57,7 +57,8 @@ def build_chain(ws, name: str, blocks: int, data_bytes: int, seed: int = 0):
                 h = Multihash.sha3_256(raw)
                 store.put_if_absent(DatasetLayout.data_key(h), raw)
                 start = state.next_offset
-                new_data = DataSlice(logical_hash=h, physical_hash=h, offset_interval=OffsetInterval(start=start, end=start),
+                new_data = DataSlice(logical_hash=h, physical_hash=h,
+                                     offset_interval=OffsetInterval(start=start, end=start),
                                      size=len(raw))
             ev = AddData(prev_offset=state.last_offset, new_data=new_data,
                          new_source_state=SourceState(source_name="default", kind="odf/etag", value=f'"{seed}-{i}"'))
@@ -160,7 +161,8 @@ def bench_one_block(server, blocks: int, rounds: int, tmp: Path) -> tuple[list[R
 
 
 def render(rows: list[Result], notes: str) -> str:
-    lines = [machine_info(), "", "| benchmark | measured | baseline | ratio | target | pass |", "|---|---|---|---|---|---|"]
+    lines = [machine_info(), "", "| benchmark | measured | baseline | ratio | target | pass |",
+             "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r.name} | {r.baseline:.2f} {r.unit} (pull) | {r.value:.2f} {r.unit} ({r.baseline_name}) | "
                      f"{r.ratio:.2f} | {r.target_text()} | {r.verdict()} |" if not r.lower_is_better else

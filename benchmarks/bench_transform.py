@@ -58,7 +58,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import (  # noqa: E402
+from benchmarks._common import (
     Result,
     Step,
     StepTimer,
@@ -74,10 +74,10 @@ from benchmarks._common import (  # noqa: E402
     spark_submit_floor,
     update_results_file,
 )
-from odf_core import hashing  # noqa: E402
-from odf_core.commit import commit_data, describe_slice  # noqa: E402
-from odf_core.engine import LocalEngine, SubmitEngine  # noqa: E402
-from odf_core.metadata import (  # noqa: E402
+from odf_core import hashing
+from odf_core.commit import commit_data, describe_slice
+from odf_core.engine import LocalEngine, SubmitEngine
+from odf_core.metadata import (
     AddPushSource,
     DatasetKind,
     DatasetSnapshot,
@@ -88,15 +88,16 @@ from odf_core.metadata import (  # noqa: E402
     TransformInput,
     TransformSql,
 )
-from odf_core.storage import DatasetLayout  # noqa: E402
-from odf_core.transform import transaction  # noqa: E402
-from odf_core.workspace import DatasetHandle, Workspace  # noqa: E402
+from odf_core.storage import DatasetLayout
+from odf_core.transform import transaction
+from odf_core.workspace import DatasetHandle, Workspace
 
 SECTION = "bench_transform"
 DRIVER_MEMORY = "8g"
 T0_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 TS = pa.timestamp("ms", tz="UTC")
 CATEGORIES = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+EXACT_SUMS = "Python exact sums per group (math.fsum, bit for bit; Spark batch query sums in read order)"
 STATELESS_SQL = "select event_time, id, category, value * 2 as doubled from src where value >= 100"
 AGGREGATE_SQL = ("select max(event_time) as event_time, category, count(*) as n, sum(value) as total "
                  "from src group by category")
@@ -300,8 +301,8 @@ class Ctx:
             raise RuntimeError(f"{name}: the transform found nothing to do")
         steps = dict(timer.seconds)
         (response,) = timer.returned["run_engine"]
-        timings = {k: float(v.removesuffix("ms")) for k, v in (
-            part.split("=") for part in ((response.diagnostics.timings if response.diagnostics else None) or "").split())}
+        text = (response.diagnostics.timings if response.diagnostics else None) or ""
+        timings = {k: float(v.removesuffix("ms")) for k, v in (part.split("=") for part in text.split())}
         for key in ("total", "plan", "execute"):
             if key in timings:
                 steps[f"engine_{key}"] = timings[key] / 1000
@@ -715,7 +716,7 @@ def _growth(ctx: Ctx, query: str, prefix: str, what: str, state: str, targets: b
         f"Query: `{query}` ({'8' if key == 'category' else '10k'} groups). Each incremental transaction follows a "
         f"new {sz.new_rows:,}-row slice; the incremental path updates the per-group state from the new rows and writes "
         "the change of the touched groups' output rows as the slice (docs/transforms.md). The reduced output is "
-        f"checked against {'the batch result (exact)' if check is by_batch else 'Python exact sums per group (math.fsum, bit for bit; Spark batch query sums in read order)'}. "
+        f"checked against {'the batch result (exact)' if check is by_batch else EXACT_SUMS}. "
         f"Medians of {reps} repetitions, after {sz.warm_steps} unmeasured steps "
         "of each size; one repetition runs the step on each history size (and on the control), each followed by "
         "the tiny step, then the batch query on each, so the driver's slow drift over the run hits all sizes alike; "
@@ -1241,8 +1242,8 @@ def bench_fixed_cost(ctx: Ctx) -> str:
     return "\n".join([
         f"Machine: {machine_info(f'local[2], driver {DRIVER_MEMORY}')}.",
         f"A stateless transaction over {sz.tiny_rows} new rows (`{STATELESS_SQL}`), after a first one. Through "
-        "`spark-submit` (`transform.run(..., engine=SubmitEngine(...))`, the engine's default settings, one JVM launch as "
-        f"an Airflow task pays it): median of {sz.submit_reps} runs alternating with an empty spark-submit job; "
+        "`spark-submit` (`transform.run(..., engine=SubmitEngine(...))`, the engine's default settings, one JVM launch "
+        f"as an Airflow task pays it): median of {sz.submit_reps} runs alternating with an empty spark-submit job; "
         f"in-process with the session warm: median of {sz.tiny_reps} runs.",
         "",
         f"Via spark-submit: **{fmt_seconds(sub.seconds)}** (runs {', '.join(f'{r.seconds:.1f}' for r in submitted)} "
@@ -1310,8 +1311,8 @@ TITLES = {
                   "everything",
     "bench_fill": "Incremental IGNORE NULLS lag, lead and backward fill per key: a transaction vs one batch query "
                   "over everything",
-    "bench_rolling": "Incremental rolling sum over an hour per key (RANGE frame): a transaction vs one batch query over "
-                     "everything",
+    "bench_rolling": "Incremental rolling sum over an hour per key (RANGE frame): a transaction vs one batch query "
+                     "over everything",
     "bench_stacked": "Fixed cost of two stacked windows (the lower one outputs rows again) vs each window alone",
     "bench_stacked_lead": "Incremental running sum over a lead per key (two stacked windows): a transaction vs one "
                           "batch query over everything",

@@ -656,7 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an HTTP download slower than BYTES/s over the stall window is abandoned "
                         "(default 1024; 0: never)")
     s.add_argument("--fetch-stall-window", type=_seconds, metavar="S", help="window of --fetch-min-rate (default 60)")
-    s.add_argument("--as", dest="as_name", metavar="NAME", help="local name of a dataset pulled from a URL or REPO/NAME")
+    s.add_argument("--as", dest="as_name", metavar="NAME",
+                   help="local name of a dataset pulled from a URL or REPO/NAME")
     s.add_argument("--force", action="store_true", help="replace a local replica that diverged from its remote")
     _duplicates_option(s)
     _spark_options(s)
@@ -783,8 +784,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from odf_core.engine import write_error_log
 
-        path = write_error_log(f"odf-{name}", "".join(traceback.format_exception(e)))
-        where = f" (trace in {path})" if path else ""
+        log_path = write_error_log(f"odf-{name}", "".join(traceback.format_exception(e)))
+        where = f" (trace in {log_path})" if log_path else ""
         first = (str(e).strip().splitlines() or [""])[0]
         print(f"odf: error: internal error in '{name}': {type(e).__name__}: {first}{where}", file=sys.stderr)
         return 1

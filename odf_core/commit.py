@@ -7,6 +7,7 @@ which is what makes an Airflow retry of the commit task safe.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -102,7 +103,7 @@ def _find_committed(chain: MetadataChain, base_head: Multihash | None, event) ->
 
 
 def _same_commit(a, b) -> bool:
-    keys = ("new_data", "new_checkpoint", "new_watermark")
+    keys: tuple[str, ...] = ("new_data", "new_checkpoint", "new_watermark")
     if isinstance(a, AddData):
         keys += ("new_source_state",)
     else:
@@ -149,7 +150,7 @@ def commit_data(
         watermark = new_watermark
         if st.last_watermark is not None and (watermark is None or watermark < st.last_watermark):
             watermark = st.last_watermark
-        common = dict(
+        common: dict[str, Any] = dict(
             prev_checkpoint=st.last_checkpoint.physical_hash if st.last_checkpoint else None,
             prev_offset=st.last_offset,
             new_data=slice_file.data_slice if slice_file else None,

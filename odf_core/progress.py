@@ -3,8 +3,8 @@
 One implementation for every command, so they look and behave alike. On a terminal (stderr is a TTY) it draws a
 rich progress bar with counts (files, objects, blocks, rows), bytes and bytes per second; piped or in an Airflow
 task log, it writes a plain line at most every ``interval`` seconds while running and a summary at the end, so logs
-stay short and greppable (and a failure's error stays one line). ``ODF_PROGRESS=never|always|auto`` overrides the detection (tests use ``always``);
-``ODF_PROGRESS_INTERVAL`` sets the seconds between plain lines (default 5).
+stay short and greppable (and a failure's error stays one line). ``ODF_PROGRESS=never|always|auto`` overrides the
+detection (tests use ``always``); ``ODF_PROGRESS_INTERVAL`` sets the seconds between plain lines (default 5).
 """
 
 from __future__ import annotations

@@ -46,6 +46,12 @@ class SnapshotDoc:
     manifest: ManifestDoc | None = None
 
     @property
+    def valid(self) -> DatasetSnapshot:
+        """The snapshot of a document read without a problem (callers have looked at ``error`` first)."""
+        assert self.snapshot is not None, self.error
+        return self.snapshot
+
+    @property
     def key(self) -> str | None:
         return self.name.lower() if self.name else None
 

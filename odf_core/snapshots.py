@@ -71,7 +71,7 @@ def load_snapshot_files(files: Iterable[str | os.PathLike[str]], *,
     for d in read_snapshot_files(files, check_query=check_query):
         if d.error is not None:
             raise d.error
-        out.append((d.file, d.snapshot))
+        out.append((d.file, d.valid))
     return out
 
 
@@ -187,7 +187,7 @@ class _Simulated:
 
 
 def _input_problem(ws: Workspace, doc: SnapshotDoc, creating: set[str]) -> MetadataError | None:
-    for i, ev in enumerate(doc.snapshot.metadata):
+    for i, ev in enumerate(doc.valid.metadata):
         if not isinstance(ev, SetTransform):
             continue
         for j, inp in enumerate(ev.inputs):
@@ -208,8 +208,8 @@ def _check_create(ws: Workspace, doc: SnapshotDoc, creating: set[str]) -> Metada
     if problem is not None:
         return problem
     sim = _Simulated(ChainState())
-    sim.append(Seed(dataset_id=_PLACEHOLDER_ID, dataset_kind=doc.snapshot.kind))
-    for i, ev in enumerate(doc.snapshot.metadata):
+    sim.append(Seed(dataset_id=_PLACEHOLDER_ID, dataset_kind=doc.valid.kind))
+    for i, ev in enumerate(doc.valid.metadata):
         try:
             sim.append(ev)
         except ChainError as e:
@@ -237,10 +237,11 @@ def _same_transform(a: SetTransform, b: SetTransform) -> bool:
 
 def _plan_update(ws: Workspace, doc: SnapshotDoc, creating: set[str]) -> tuple[list[Change], MetadataError | None]:
     """The events that bring an existing dataset in line with its snapshot, each checked by the chain rules."""
-    snap = doc.snapshot
+    snap = doc.valid
     handle = ws.get(snap.name)
     state = handle.state()
     if snap.kind != state.kind:
+        assert state.kind is not None  # set by the Seed
         return [], doc.error_at(f"dataset '{handle.name}' is a {state.kind.value} dataset in the workspace: its kind "
                                 "cannot change (delete or rename it first)", "content.kind", snap.kind.value)
     sim = _Simulated(state)
@@ -305,17 +306,17 @@ def plan_changes(ws: Workspace, docs: list[SnapshotDoc], mode: Mode = "add") -> 
             if d.key:
                 bad.add(d.key)
         else:
-            groups.setdefault(_key(d.snapshot), []).append(d)
+            groups.setdefault(_key(d.valid), []).append(d)
     good: dict[str, SnapshotDoc] = {}
     for key, group in groups.items():
         if len(group) > 1 or key in bad:
-            where = "; ".join(sorted({f"'{d.snapshot.name}' in {d.file}" for d in group}))
+            where = "; ".join(sorted({f"'{d.valid.name}' in {d.file}" for d in group}))
             extra = " (and in a file with a problem)" if key in bad else ""
-            plan.problems.append(f"dataset '{group[0].snapshot.name}' is defined more than once: {where}{extra}")
+            plan.problems.append(f"dataset '{group[0].valid.name}' is defined more than once: {where}{extra}")
             bad.add(key)
         else:
             good[key] = group[0]
-    order, cycles = _order({k: d.snapshot for k, d in good.items()})
+    order, cycles = _order({k: d.valid for k, d in good.items()})
     for cycle in cycles:
         files = ", ".join(sorted({good[k].file for k in cycle}))
         plan.problems.append(f"dataset dependency cycle: {' -> '.join(cycle)} (files: {files})")
@@ -326,19 +327,19 @@ def plan_changes(ws: Workspace, docs: list[SnapshotDoc], mode: Mode = "add") -> 
     for key in order:
         doc = good[key]
         exists = key in existing
-        held = [i for i in input_names(doc.snapshot) if i in bad and i not in existing]
+        held = [i for i in input_names(doc.valid) if i in bad and i not in existing]
         if held and not exists:
-            plan.problems.append(f"{doc.file}: dataset '{doc.snapshot.name}' is not added: its input "
+            plan.problems.append(f"{doc.file}: dataset '{doc.valid.name}' is not added: its input "
                                  f"'{held[0]}' has a problem (see it)")
             bad.add(key)
             continue
         if exists and mode == "add":
-            plan.problems.append(str(doc.error_at(f"dataset '{doc.snapshot.name}' already exists in workspace "
+            plan.problems.append(str(doc.error_at(f"dataset '{doc.valid.name}' already exists in workspace "
                                                   f"{ws.url} (--exist-ok skips it, --update updates it)",
                                                   "content.name")))
             bad.add(key)
         elif exists and mode == "exist_ok":
-            plan.skipped.append(f"{doc.snapshot.name}: already exists, skipped ({doc.file})")
+            plan.skipped.append(f"{doc.valid.name}: already exists, skipped ({doc.file})")
         elif exists:
             changes, problem = _plan_update(ws, doc, creating)
             if problem is not None:
@@ -352,7 +353,7 @@ def plan_changes(ws: Workspace, docs: list[SnapshotDoc], mode: Mode = "add") -> 
                 bad.add(key)
                 continue
             creating.add(key)
-            plan.changes.append(Change(doc.file, doc.snapshot.name, doc.snapshot, "created"))
+            plan.changes.append(Change(doc.file, doc.valid.name, doc.valid, "created"))
     return plan
 
 

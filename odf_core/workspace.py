@@ -13,6 +13,7 @@ import secrets
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 from odf_core.chain import ChainState, MetadataChain, fold, validate_append
 from odf_core.errors import DatasetExists, DatasetNotFound, OdfError
@@ -155,22 +156,23 @@ class Workspace:
 
     def get(self, ref: str | DatasetRef | DatasetAlias | DatasetName | DatasetID) -> DatasetHandle:
         """Resolve a name, alias or ``did:odf:`` reference to a dataset of this workspace."""
-        if isinstance(ref, str):
-            ref = DatasetRef.parse(ref)
-        if isinstance(ref, DatasetRef):
-            ref = ref.id if ref.id is not None else ref.alias
-        if isinstance(ref, DatasetID):
+        r = DatasetRef.parse(ref) if isinstance(ref, str) else ref
+        if isinstance(r, DatasetRef):
+            named = r.id if r.id is not None else r.alias
+            assert named is not None  # a reference is an id or an alias
+            r = named
+        if isinstance(r, DatasetID):
             for h in self.list():
-                if h.state().dataset_id == ref:
+                if h.state().dataset_id == r:
                     return h
-            raise DatasetNotFound(f"no dataset with id {ref} in workspace {self.url}")
-        if isinstance(ref, DatasetAlias):
-            if ref.account is not None:
-                raise OdfError(f"dataset {ref}: accounts are not supported in a single-tenant workspace")
-            ref = ref.name
-        d = self._dir_of(ref)
+            raise DatasetNotFound(f"no dataset with id {r} in workspace {self.url}")
+        if isinstance(r, DatasetAlias):
+            if r.account is not None:
+                raise OdfError(f"dataset {r}: accounts are not supported in a single-tenant workspace")
+            r = r.name
+        d = self._dir_of(r)
         if d is None:
-            raise DatasetNotFound(f"dataset '{ref}' does not exist in workspace {self.url}")
+            raise DatasetNotFound(f"dataset '{r}' does not exist in workspace {self.url}")
         return self._handle(d, d)
 
     def exists(self, name: str | DatasetName) -> bool:
@@ -227,6 +229,12 @@ class Workspace:
         if path:
             os.chmod(path, 0o600)
 
+    @overload
+    def normalize_event(self, ev: SetTransform, snapshot: DatasetSnapshot) -> SetTransform: ...
+
+    @overload
+    def normalize_event(self, ev: MetadataEvent, snapshot: DatasetSnapshot) -> MetadataEvent: ...
+
     def normalize_event(self, ev: MetadataEvent, snapshot: DatasetSnapshot) -> MetadataEvent:
         """Snapshot conveniences become canonical block content (``query`` → ``queries``, inputs → dataset IDs)."""
         if isinstance(ev, (SetPollingSource, AddPushSource)) and ev.preprocess is not None:
@@ -241,7 +249,7 @@ class Workspace:
                         f"dataset '{snapshot.name}': content.metadata SetTransform.inputs[{i}].datasetRef: "
                         f"input dataset '{inp.dataset_ref}' does not exist in the workspace"
                     ) from None
-                did = target.state().dataset_id
+                did = target.state().seeded_id
                 inputs.append(TransformInput(dataset_ref=did.to_did_odf(), alias=inp.alias or inp.dataset_ref))
             transform = ev.transform.normalized()
             if transform.engine.lower() == "spark" and transform.version is None:
@@ -271,11 +279,11 @@ class Workspace:
     def delete(self, ref: str, *, force: bool = False) -> None:
         h = self.get(ref)
         did = h.state().dataset_id
-        if not force:
+        if not force and did is not None:  # always set: get() finds only datasets with a head (a Seed)
             users = [
                 str(o.name) for o in self.list()
-                if o.name != h.name and o.state().transform is not None
-                and any(i.dataset_ref == did.to_did_odf() for i in o.state().transform.inputs)
+                if o.name != h.name and (t := o.state().transform) is not None
+                and any(i.dataset_ref == did.to_did_odf() for i in t.inputs)
             ]
             if users:
                 raise OdfError(f"dataset '{h.name}' is an input of {', '.join(users)}: delete those first")

@@ -76,5 +76,5 @@ def start_s3_server(timeout_s: float = 30.0) -> S3Server:
                 pass
             if time.monotonic() > deadline:
                 os.killpg(proc.pid, signal.SIGKILL)
-                raise RuntimeError(f"moto_server did not listen on port {port} within {timeout_s} s")
+                raise RuntimeError(f"moto_server did not listen on port {port} within {timeout_s} s") from None
     return S3Server(proc, f"http://127.0.0.1:{port}")

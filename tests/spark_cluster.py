@@ -108,7 +108,8 @@ class SparkCluster:
         return sorted(p.name for p in self.work_dir.glob("app-*"))
 
     def executor_logs(self, app_id: str) -> list[str]:
-        return [p.read_text(encoding="utf-8", errors="replace") for p in sorted(self.work_dir.glob(f"{app_id}/*/stderr"))]
+        logs = sorted(self.work_dir.glob(f"{app_id}/*/stderr"))
+        return [p.read_text(encoding="utf-8", errors="replace") for p in logs]
 
     def master_state(self) -> dict:
         with urllib.request.urlopen(f"{self.web_url}/json/", timeout=30) as r:

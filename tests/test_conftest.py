@@ -26,7 +26,8 @@ def test_container_tests_skipped_for_a_missing_podman_are_listed_loudly(tmp_path
     block = out[out.index(f"{skipped} CONTAINER TESTS DID NOT RUN"):]
     assert "podman is not installed" in block and "apt-get install -y podman" in block
     listed = [line.strip() for line in block.splitlines() if "::test_" in line]
-    assert len(listed) == skipped and all(n.startswith("tests/odf_core/ingest/test_fetch_container.py::") for n in listed)
+    prefix = "tests/odf_core/ingest/test_fetch_container.py::"
+    assert len(listed) == skipped and all(n.startswith(prefix) for n in listed)
     # it closes the run: only pytest's own one-line tally follows it
     assert out.rstrip().splitlines()[-1].startswith(f"{skipped} skipped")
     assert block.rstrip().splitlines()[-3].startswith("To test these paths:")

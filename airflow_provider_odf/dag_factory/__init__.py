@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -88,7 +89,7 @@ def dags_from_folder(folder: str | os.PathLike[str], namespace: dict[str, Any] |
             dag = make()
             dag.validate()  # what the DagBag would do; failing here keeps the message ours and complete
             dags[dag_id] = dag
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure becomes this DAG's problem DAG
             problems.append(Problem(f"{where}: cannot build DAG '{dag_id}': {type(e).__name__}: {e}", dataset))
 
     if not settings.whole_graph:
@@ -100,7 +101,7 @@ def dags_from_folder(folder: str | os.PathLike[str], namespace: dict[str, Any] |
         if settings.whole_graph and not d.manual:
             graph.append(d)
             continue
-        build(d.dag_id, d.name, f"{d.file}: dataset '{d.name}'", lambda d=d: builder.dataset_dag(d))
+        build(d.dag_id, d.name, f"{d.file}: dataset '{d.name}'", partial(builder.dataset_dag, d))
     if settings.whole_graph:
         build(GRAPH_DAG_ID, None, str(settings.file or root), lambda: builder.graph_dag(graph))
 

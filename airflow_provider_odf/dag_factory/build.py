@@ -72,7 +72,8 @@ class Builder:
     def _common(self, d: DatasetPlan, s: DagSettings) -> dict[str, Any]:
         # Task-level (not only default_args): in the graph DAG each group has its own dataset's settings.
         return dict(dataset=d.name, odf_conn_id=self.settings.odf_conn_id, spark_conn_id=s.spark_conn_id,
-                    asset_namespace=self.settings.namespace, execution_timeout=timedelta(seconds=s.execution_timeout) if s.execution_timeout else None,
+                    asset_namespace=self.settings.namespace,
+                    execution_timeout=timedelta(seconds=s.execution_timeout) if s.execution_timeout else None,
                     **_default_args(s))
 
     def _asset(self, name: str) -> Asset:

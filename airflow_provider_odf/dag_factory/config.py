@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import yaml
 
@@ -157,7 +157,7 @@ class DagSettings:
     tags: tuple[str, ...] = ()
     spark_conn_id: str | None = None
     execution_timeout: float | None = None
-    verify: str = "integrity"  # integrity | full | none
+    verify: Literal["integrity", "full", "none"] = "integrity"
     sensor: str = "deferrable"  # deferrable | reschedule | poke | none (polling roots)
     sensor_poke_interval: float = 60.0
     sensor_timeout: float = 600.0
@@ -247,7 +247,8 @@ def load_settings(file: str | Path | None) -> FolderSettings:
     top = _mapping(data, name, "")
     unknown = set(top) - {"defaults", "datasets"}
     if unknown:
-        raise MetadataError("unknown section (allowed: defaults, datasets)", file=name, path=sorted(map(str, unknown))[0])
+        raise MetadataError("unknown section (allowed: defaults, datasets)", file=name,
+                            path=sorted(map(str, unknown))[0])
     hint = "Airflow settings only: ODF metadata belongs in the DatasetSnapshot files"
     defaults_raw = _mapping(top.get("defaults"), name, "defaults")
     folder_fields = {k: v for k, v in defaults_raw.items() if k in _FOLDER_FIELDS}

@@ -99,7 +99,7 @@ def snapshot_files(folder: Path) -> list[Path]:
 
 def _inputs(doc: SnapshotDoc) -> tuple[str, ...]:
     names = []
-    for i, ev in enumerate(doc.snapshot.metadata):
+    for i, ev in enumerate(doc.valid.metadata):
         if isinstance(ev, SetTransform):
             for j, inp in enumerate(ev.inputs):
                 ref = DatasetRef.parse(inp.dataset_ref)
@@ -112,7 +112,7 @@ def _inputs(doc: SnapshotDoc) -> tuple[str, ...]:
 
 
 def describe(doc: SnapshotDoc) -> DatasetPlan:
-    snapshot = doc.snapshot
+    snapshot = doc.valid
     alias = DatasetAlias.parse(snapshot.name)
     events = snapshot.metadata
     info = next((e for e in reversed(events) if isinstance(e, SetInfo)), None)
@@ -131,7 +131,7 @@ def _read(files: Iterable[Path], problems: list[Problem]) -> tuple[list[DatasetP
     for f in files:
         try:
             docs = read_snapshot_file(f)
-        except Exception as e:  # a bug must not hide the other files' DAGs either
+        except Exception as e:  # noqa: BLE001 - a bug must not hide the other files' DAGs either
             problems.append(Problem(f"{f}: {type(e).__name__}: {e}"))
             continue
         for doc in docs:

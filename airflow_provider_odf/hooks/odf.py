@@ -67,7 +67,7 @@ class OdfSettings:
 def _extra(conn: Any) -> dict[str, Any]:
     try:
         extra = conn.extra_dejson
-    except Exception as e:  # malformed JSON in the extra field
+    except Exception as e:  # noqa: BLE001 - malformed JSON in the extra field
         raise OdfConnectionError(f"connection '{conn.conn_id}': extra is not valid JSON: {e}") from None
     if not isinstance(extra, dict):
         raise OdfConnectionError(f"connection '{conn.conn_id}': extra must be a JSON object, got {extra!r}")
@@ -307,13 +307,13 @@ class OdfHook(BaseHook):
     def _connection(self, conn_id: str, what: str) -> Any:
         try:
             return self.get_connection(conn_id)
-        except Exception as e:  # AirflowNotFoundException and secrets-backend errors alike
+        except Exception as e:  # noqa: BLE001 - AirflowNotFoundException and secrets-backend errors alike
             raise OdfConnectionError(f"{what} '{conn_id}' is not defined ({type(e).__name__}: {e})") from None
 
     async def _aconnection(self, conn_id: str, what: str) -> Any:
         try:
             return await self.aget_connection(conn_id)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - as _connection
             raise OdfConnectionError(f"{what} '{conn_id}' is not defined ({type(e).__name__}: {e})") from None
 
     def settings(self) -> OdfSettings:
@@ -396,7 +396,7 @@ class OdfHook(BaseHook):
                                    "commits could be lost")
                 message += f"; {how}"
             return True, message
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - the connection test reports any failure
             return False, str(e)
 
 

@@ -24,7 +24,7 @@ def _schema(name: str) -> str:
 class OdfDatasetFacet(DatasetFacet):
     """An ODF dataset: its global id, kind and the head block the task saw or left."""
 
-    datasetId: str  # noqa: N815
+    datasetId: str
     kind: str
     head: str | None = attr.field(default=None)
 
@@ -38,22 +38,22 @@ class OdfBlockOutputDatasetFacet(OutputDatasetFacet):
     """The block a task committed: ``AddData`` (ingest) or ``ExecuteTransform`` (transformation)."""
 
     block: str
-    sequenceNumber: int  # noqa: N815
+    sequenceNumber: int
     event: str
-    systemTime: str  # noqa: N815
-    prevBlock: str | None = attr.field(default=None)  # noqa: N815
-    offsetInterval: dict[str, int] | None = attr.field(default=None)  # noqa: N815
+    systemTime: str
+    prevBlock: str | None = attr.field(default=None)
+    offsetInterval: dict[str, int] | None = attr.field(default=None)
     records: int = attr.field(default=0)
-    logicalHash: str | None = attr.field(default=None)  # noqa: N815
+    logicalHash: str | None = attr.field(default=None)
     watermark: str | None = attr.field(default=None)
-    sourceState: dict[str, str] | None = attr.field(default=None)  # noqa: N815
+    sourceState: dict[str, str] | None = attr.field(default=None)
     checkpoint: str | None = attr.field(default=None)
     engine: str | None = attr.field(default=None)
     queries: list[dict[str, Any]] | None = attr.field(default=None)
     inputs: list[dict[str, Any]] | None = attr.field(default=None)
     # an ingest's rows dropped for repeating the Ledger primary key of an earlier row of the same input (not recorded
     # in the block: conformance D1)
-    duplicateKeyRowsDropped: int | None = attr.field(default=None)  # noqa: N815
+    duplicateKeyRowsDropped: int | None = attr.field(default=None)
 
     @staticmethod
     def _get_schema() -> str:
@@ -65,8 +65,8 @@ class OdfInputSliceInputDatasetFacet(InputDatasetFacet):
     """What a transformation read of an input: blocks after ``prevBlock`` up to ``block``."""
 
     block: str | None = attr.field(default=None)
-    prevBlock: str | None = attr.field(default=None)  # noqa: N815
-    offsetInterval: dict[str, int] | None = attr.field(default=None)  # noqa: N815
+    prevBlock: str | None = attr.field(default=None)
+    offsetInterval: dict[str, int] | None = attr.field(default=None)
 
     @staticmethod
     def _get_schema() -> str:

@@ -58,7 +58,8 @@ def _dataset_facets(ident: DatasetIdentity, version: str | None) -> dict[str, An
         facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=version)
     if ident.schema:
         facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=[
-            schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type, description=None if c.nullable else "not null")
+            schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type,
+                                                    description=None if c.nullable else "not null")
             for c in ident.schema])
     return facets
 
@@ -127,7 +128,7 @@ def _quiet(fn: Callable[[], Any]) -> Any:
     """Lineage is best effort: what cannot be read is left out (logged), never raised into the task."""
     try:
         return fn()
-    except Exception as e:  # the workspace may be the very thing that failed the task
+    except Exception as e:  # noqa: BLE001 - the workspace may be the very thing that failed the task
         log.warning("OpenLineage: %s: %s", type(e).__name__, e)
         return None
 
@@ -171,7 +172,7 @@ def committed(ws: "Workspace | None", asset_namespace: str, dataset: str, block:
         ins = [namer.input(i.dataset, i) for i in prov.inputs if i.dataset]
         if prov.queries:
             job_facets["sql"] = sql_job.SQLJobFacet(query=";\n".join(q for _, q in prov.queries), dialect="spark")
-    elif prov is None and _is_derivative(ws, dataset):
+    elif prov is None and ws is not None and _is_derivative(ws, dataset):
         ins = [namer.input(n) for n in _input_names(ws, dataset)]
     else:
         ins = list(inputs)

@@ -168,7 +168,9 @@ def block_provenance(ws: "Workspace", dataset: str, block_hash: str) -> BlockPro
     nd = ev.new_data
     iv = nd.offset_interval if nd else None
     source_state = None
-    engine, queries, inputs = None, (), ()
+    engine: str | None = None
+    queries: tuple[tuple[str | None, str], ...] = ()
+    inputs: tuple[InputSlice, ...] = ()
     if isinstance(ev, AddData) and ev.new_source_state is not None:
         s = ev.new_source_state
         source_state = SourceStateInfo(s.source_name, s.kind, s.value)
@@ -180,8 +182,8 @@ def block_provenance(ws: "Workspace", dataset: str, block_hash: str) -> BlockPro
             engine = getattr(t, "engine", None)
             steps = getattr(t, "queries", None) or ()
             queries = tuple((q.alias, q.query) for q in steps)
-            if not queries and getattr(t, "query", None):
-                queries = ((None, t.query),)
+            if not queries and (query := getattr(t, "query", None)):
+                queries = ((None, query),)
     return BlockProvenance(
         dataset=identity(handle, state),
         block=block_hash,

@@ -123,7 +123,7 @@ class OdfBaseOperator(BaseOperator):
     def _lineage_workspace(self) -> "Workspace | None":
         try:
             return self.workspace()
-        except Exception as e:  # lineage of a task that failed to reach its workspace still names the datasets
+        except Exception as e:  # noqa: BLE001 - lineage of a task that failed to reach its workspace still names the datasets
             self.log.warning("OpenLineage: workspace of connection '%s' not readable: %s", self.odf_conn_id, e)
             return None
 

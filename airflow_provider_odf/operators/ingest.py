@@ -245,5 +245,5 @@ def _report_commit(op: OdfCommittingOperator, result: Any, context: "Context") -
     if getattr(result, "block_hash", None) is None:
         raise AirflowSkipException(f"{op.dataset}: nothing new to commit, head stays {result.head}")
     # lineage: only when some were; the task log already has odf.ingest's WARNING with a key (no second line)
-    op.duplicates_dropped = getattr(result, "duplicates_dropped", 0) or None  # type: ignore[attr-defined]
+    op.duplicates_dropped = getattr(result, "duplicates_dropped", 0) or None
     return op.report_commit(context, result)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_odf.lineage.provenance import VerifyOutcome
+    from odf_core.chain.integrity import IntegrityReport
+    from odf_core.transform.verify import VerifyReport
     from odf_core.workspace import Workspace
 
 VerifyMode = Literal["integrity", "full"]
@@ -73,6 +75,7 @@ class OdfVerifyOperator(OdfBaseOperator):
 
         ws = self.workspace()
         self.log.info("%s: %s verification", self.dataset, self.mode)
+        report: VerifyReport | IntegrityReport
         if self.mode == "full":
             from odf_core import transform
 
@@ -153,7 +156,7 @@ class OdfSyncOperator(BaseOperator):
 
         try:
             ws = OdfHook(self.odf_conn_id).get_workspace()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - lineage is best effort
             self.log.warning("OpenLineage: workspace of connection '%s' not readable: %s", self.odf_conn_id, e)
             ws = None
         return ol.synced(ws, self.asset_namespace or self.odf_conn_id, self.folder, self.changed)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from airflow_provider_odf.assets import asset_uri
 
@@ -43,7 +44,7 @@ def airflow_info(asset_namespace: str, datasets: list[str]) -> dict[str, Airflow
     """Producers and the last finished verification of each dataset (empty when Airflow has none)."""
     try:
         return _query(asset_namespace, datasets)
-    except Exception as e:  # the page still shows the workspace when the metadata DB is not reachable
+    except Exception as e:  # noqa: BLE001 - the page still shows the workspace when the metadata DB is not reachable
         log.warning("ODF view: cannot read Airflow's metadata DB: %s", e)
         return {}
 
@@ -73,7 +74,7 @@ def _query(asset_namespace: str, datasets: list[str]) -> dict[str, AirflowInfo]:
         for uri, dag_id, task_id in rows:
             producers.setdefault(uris[uri], []).append(Producer(dag_id, task_id))
         for dataset, prods in producers.items():
-            latest = None
+            latest: tuple[str, str, str, str, datetime] | None = None
             for p in prods:
                 ti = session.execute(
                     select(TaskInstance.dag_id, TaskInstance.task_id, TaskInstance.run_id, TaskInstance.state,
@@ -85,7 +86,7 @@ def _query(asset_namespace: str, datasets: list[str]) -> dict[str, AirflowInfo]:
                 for dag_id, task_id, run_id, state, end in ti:
                     if _group(task_id) != _group(p.task_id):
                         continue
-                    if latest is None or end > latest[4]:
+                    if end is not None and (latest is None or end > latest[4]):
                         latest = (dag_id, task_id, run_id, str(state), end)
                     break
             verification = None

@@ -35,7 +35,7 @@ def render(graph: LineageGraph, href: Callable[[str], str]) -> str:
         names = sorted(columns[d], key=str.lower)
         col_h = len(names) * NODE_H + (len(names) - 1) * ROW_GAP
         y0 = (height - col_h) / 2
-        x = PAD + (d - first) * (NODE_W + COL_GAP)
+        x: float = PAD + (d - first) * (NODE_W + COL_GAP)
         for i, n in enumerate(names):
             pos[n] = (x, y0 + i * (NODE_H + ROW_GAP))
     out = [f'<svg class="lineage" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

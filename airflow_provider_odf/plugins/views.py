@@ -92,12 +92,12 @@ def describe_event(block: "MetadataBlock", names: dict[str, str]) -> tuple[str, 
         parts = [_offsets(ev.new_data.offset_interval) if ev.new_data else "no new records"]
         used = []
         for qi in ev.query_inputs:
-            s = input_slice(qi, names)
-            label = s.dataset or s.dataset_id
-            read = f"{s.offsets[0]}..{s.offsets[1]}" if s.offsets else "nothing new"
-            parts.append(f"{label} {read} @ {short(s.new_block)}")
-            if s.dataset:
-                used.append(s.dataset)
+            sl = input_slice(qi, names)
+            label = sl.dataset or sl.dataset_id
+            read = f"{sl.offsets[0]}..{sl.offsets[1]}" if sl.offsets else "nothing new"
+            parts.append(f"{label} {read} @ {short(sl.new_block)}")
+            if sl.dataset:
+                used.append(sl.dataset)
         if ev.new_watermark:
             parts.append(f"watermark {ev.new_watermark}")
         return ", ".join(parts), tuple(used)
@@ -117,8 +117,12 @@ def describe_event(block: "MetadataBlock", names: dict[str, str]) -> tuple[str, 
             tuple(n for n in ins if not n.startswith("did:"))
     if isinstance(ev, SetDataSchema):
         from odf_core.metadata.arrow_schema import decode_arrow_schema
+        from odf_core.metadata.data_schema_arrow import arrow_schema_bytes
 
-        cols = [f.name for f in decode_arrow_schema(ev.schema)]
+        raw = arrow_schema_bytes(ev)  # the raw Arrow schema, else the DataSchema's: a block may carry either
+        if raw is None:
+            return "no schema", ()
+        cols = [f.name for f in decode_arrow_schema(raw)]
         return f"{len(cols)} columns: {', '.join(cols)}", ()
     if isinstance(ev, SetInfo):
         return (ev.description or "").strip().splitlines()[0] if ev.description else "info", ()
@@ -163,8 +167,8 @@ def dataset_detail(handle: "DatasetHandle") -> DatasetDetail:
     if st.transform is not None:
         t = st.transform.transform
         queries = tuple((q.alias, q.query) for q in (getattr(t, "queries", None) or ()))
-        if not queries and getattr(t, "query", None):
-            queries = ((None, t.query),)
+        if not queries and (query := getattr(t, "query", None)):
+            queries = ((None, query),)
     source = None
     if st.polling_source is not None:
         from airflow_provider_odf.lineage.naming import source_name

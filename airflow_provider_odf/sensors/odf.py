@@ -52,7 +52,7 @@ class _OdfSensor(BaseSensorOperator):
     def _lineage(self) -> "OperatorLineage":
         try:
             ws = self.hook.get_workspace()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - lineage is best effort
             self.log.warning("OpenLineage: workspace of connection '%s' not readable: %s", self.odf_conn_id, e)
             ws = None
         return self.odf_lineage(ws)

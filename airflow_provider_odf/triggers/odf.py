@@ -67,7 +67,7 @@ class _PollingTrigger(BaseTrigger):
                     return
                 self.log.info("%s: nothing yet, next check in %.0f s", self.dataset, self.poll_interval)
                 await asyncio.sleep(self.poll_interval)
-        except Exception as e:  # reported to the task, which fails with this message
+        except Exception as e:  # noqa: BLE001 - reported to the task, which fails with this message
             yield TriggerEvent({"dataset": self.dataset, "status": "error", "message": f"{type(e).__name__}: {e}"})
 
 

@@ -35,7 +35,7 @@ class _Handler(SimpleHTTPRequestHandler):
         self.server.owner._record(Request(self.command, self.path, code))
         super().send_response(code, message)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # requests are recorded, not printed
 
 

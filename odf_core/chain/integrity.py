@@ -56,7 +56,7 @@ def verify_integrity(store: ObjectStore, *, check_data: bool = True) -> Integrit
 
     # Walk back checking hashes and links, then replay forward checking the rules.
     blocks: list[tuple[Multihash, MetadataBlock]] = []
-    expected = head
+    expected: Multihash | None = head
     while expected is not None:
         try:
             block = chain.get_block(expected)
@@ -122,7 +122,8 @@ def _check_files(store, ev, state: ChainState, physical_hash, logical_hash_file,
     iv = ds.offset_interval
     n = iv.end - iv.start + 1
     if len(offsets) != n or (n and (offsets[0] != iv.start or offsets[-1] != iv.end)):
-        got = f"{len(offsets)} rows, offsets {offsets[0] if len(offsets) else '-'}..{offsets[-1] if len(offsets) else '-'}"
+        first, last = (offsets[0], offsets[-1]) if len(offsets) else ("-", "-")
+        got = f"{len(offsets)} rows, offsets {first}..{last}"
         return f"data file {key}: holds {got}, the block records [{iv.start}, {iv.end}]"
     if n > 1 and not (offsets[1:] - offsets[:-1] == 1).all():
         return f"data file {key}: offsets are not consecutive"

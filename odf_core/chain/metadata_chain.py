@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from typing import Iterator
+from typing import Any, Iterator
 
 from odf_core.chain.rules import validate_append
 from odf_core.chain.state import ChainState, fold
@@ -102,11 +102,13 @@ class MetadataChain:
         base = None
         if stored is not None:
             if stored.authentic:
+                assert stored.state is not None  # authentic means read and verified
                 if stored.state.head == head:
                     return stored.state
                 base = stored.state  # authentic but older: catch up from there
             else:
-                log.log(logging.WARNING if stored.suspicious else logging.INFO, "%s: ignoring %s: %s; rebuilding it from the blocks", self.store.url, SUMMARY_KEY,
+                log.log(logging.WARNING if stored.suspicious else logging.INFO,
+                        "%s: ignoring %s: %s; rebuilding it from the blocks", self.store.url, SUMMARY_KEY,
                         stored.problem)
         state = self._catch_up(base, head)
         self._write_summary(state)
@@ -206,7 +208,7 @@ class MetadataChain:
         if state.head is None:
             return
         block = self.get_block(state.head)
-        facts: dict[str, object] = {"sequence_number": block.sequence_number, "system_time": block.system_time}
+        facts: dict[str, Any] = {"sequence_number": block.sequence_number, "system_time": block.system_time}
         ev = block.event
         if isinstance(ev, Seed):
             facts.update(dataset_id=ev.dataset_id, kind=ev.dataset_kind)
@@ -226,8 +228,7 @@ class MetadataChain:
         elif isinstance(ev, SetTransform):
             facts["transform"] = ev
         for name, expected in facts.items():
-            actual = (state.source_state(expected.source_name) if name == "source_state"  # type: ignore[union-attr]
-                      else getattr(state, name))
+            actual = state.source_state(expected.source_name) if name == "source_state" else getattr(state, name)
             if actual != expected:
                 raise IntegrityError(
                     f"{self.store.url}: refusing to append: the state to append on says {name} is {actual}, but "

@@ -1,8 +1,8 @@
 """The dataset's current state, folded from its blocks.
 
 :class:`ChainState` is what planning needs (schema, vocab, sources, transform, offsets, watermark, checkpoint, source
-state) so it never has to walk the chain: the chain keeps it as an authenticated summary bound to the head it was computed
-at (``odf_core.chain.summary``), and reading it costs O(1) storage reads whatever the chain length.
+state) so it never has to walk the chain: the chain keeps it as an authenticated summary bound to the head it was
+computed at (``odf_core.chain.summary``), and reading it costs O(1) storage reads whatever the chain length.
 """
 from __future__ import annotations
 
@@ -59,6 +59,12 @@ class ChainState:
     num_records: int = 0
     data_size: int = 0
     data_blocks: int = 0
+
+    @property
+    def seeded_id(self) -> DatasetID:
+        """The dataset's id, for a chain known to start with its Seed (every stored dataset's chain does)."""
+        assert self.dataset_id is not None, "the chain has no Seed"
+        return self.dataset_id
 
     @property
     def block_count(self) -> int:

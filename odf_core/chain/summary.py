@@ -69,7 +69,7 @@ def decode_summary(raw: bytes, key: bytes | None) -> StoredSummary:
         else:
             raise ValueError(f"unknown format {fmt!r}")
         state = state_from_dict(state_dict)
-    except Exception as e:  # any malformed content: the caller folds the chain instead
+    except Exception as e:  # noqa: BLE001 - any malformed content: the caller folds the chain instead
         return StoredSummary(None, False, f"unreadable ({type(e).__name__}: {str(e)[:120]})", True)
     if key is None:
         return StoredSummary(state, False, "no key to authenticate it")

@@ -3,6 +3,8 @@
 All three take the typed requests of :mod:`odf_core.engine.protocol` and end in the same engine code
 (``spark_jobs.dispatch.handle``). Heavy imports (pyspark, grpc) happen only when an engine is used.
 """
+from typing import TYPE_CHECKING, Any
+
 from odf_core.engine.base import (  # noqa: F401
     Engine,
     EngineBusy,
@@ -15,6 +17,9 @@ from odf_core.engine.base import (  # noqa: F401
 )
 from odf_core.engine.local import LocalEngine  # noqa: F401
 from odf_core.engine.submit import SubmitEngine  # noqa: F401
+
+if TYPE_CHECKING:
+    from odf_core.engine.remote import RemoteEngine
 
 
 def spark_version() -> str:
@@ -29,7 +34,7 @@ def spark_version() -> str:
 ENGINE_URL_ENV = "ODF_ENGINE_URL"
 
 
-def remote_engine(url: str, **kwargs):  # type: ignore[no-untyped-def]
+def remote_engine(url: str, **kwargs: Any) -> "RemoteEngine":
     """A client of ``odf engine serve`` at ``grpc://HOST:PORT``, ``grpcs://HOST:PORT`` or ``unix:///PATH``; without
     ``credentials`` it presents what the ``ODF_ENGINE_*`` variables name (token, CA, client certificate)."""
     from odf_core.engine.credentials import ClientCredentials

@@ -77,10 +77,10 @@ class Engine(abc.ABC):
         """Run one request; failures of the engine itself raise :class:`EngineError`, everything the request's
         content causes comes back as a response."""
 
-    def kill(self) -> None:
+    def kill(self) -> None:  # noqa: B027 - optional: engines with nothing to stop keep this no-op
         """Stop the running request (Airflow's ``on_kill``); no request starts on this engine afterwards."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: engines holding nothing keep this no-op
         """Release what the engine holds (a Spark session, a channel)."""
 
     @abc.abstractmethod

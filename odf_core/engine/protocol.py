@@ -335,7 +335,8 @@ class SqlResult(Model):
     value: SqlResponse = req(W.UNION, "SqlResponse")
 
 
-EngineRequest = IngestRequest | OdfTransformRequest | ValidateQueryRequest | SqlRequest | RawQueryRequest | HealthRequest
+EngineRequest = (IngestRequest | OdfTransformRequest | ValidateQueryRequest | SqlRequest | RawQueryRequest
+                 | HealthRequest)
 odf_union("EngineRequest", IngestRequest, OdfTransformRequest, ValidateQueryRequest, SqlRequest, RawQueryRequest,
           HealthRequest)
 EngineResponse = IngestResult | OdfTransformResponse | ValidateQueryResult | SqlResult | RawQueryResponseRoot \

@@ -25,7 +25,7 @@ USER_ERRORS = (IngestResponseInvalidInput, QueryResponseInvalidQuery, TransformR
 ENGINE_ERRORS = (EngineInternalError, TransformResponseInternalError)
 
 
-def unwrap(answer: Any, envelope: type, what: str, *, invalid: Callable[[str], Exception],
+def unwrap(answer: Any, envelope: type[Any], what: str, *, invalid: Callable[[str], Exception],
            success: type | tuple[type, ...] | None = None, where: str | None = None) -> Any:
     """The success inside ``answer``. The user's mistake raises ``invalid(message)``; the engine's failure an
     :class:`EngineError` for ``what`` (``where``: the directory it was writing to); any other answer (an engine of

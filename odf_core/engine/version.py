@@ -30,7 +30,8 @@ SEMANTICS = 1
 #: The engine code a transformation's result depends on (relative to the ``spark_jobs`` package): the digest's input.
 TRANSFORM_CODE = ("transform", "columns.py", "parquet_files.py", "session.py", "errors.py")
 
-_TEXT = re.compile(r"spark-(?P<spark>(?P<major>\d+)\.(?P<minor>\d+)[^+]*)(?:\+sem-(?P<sem>\d+))?(?:\+jobs-(?P<code>[0-9a-f]+))?")
+_TEXT = re.compile(r"spark-(?P<spark>(?P<major>\d+)\.(?P<minor>\d+)[^+]*)"
+                   r"(?:\+sem-(?P<sem>\d+))?(?:\+jobs-(?P<code>[0-9a-f]+))?")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -65,7 +65,11 @@ def feed_column(hasher: Hasher, arr: pa.Array, *, pipeline: bool = True) -> None
         for start, length in bounds:
             hasher.update(_stream(_encode(arr.slice(start, length))))
         return
-    _feed_pipelined(hasher, [lambda s=start, l=length: _stream(_encode(arr.slice(s, l))) for start, length in bounds])
+    _feed_pipelined(hasher, [partial(_slice_stream, arr, start, length) for start, length in bounds])
+
+
+def _slice_stream(arr: pa.Array, start: int, length: int) -> Any:
+    return _stream(_encode(arr.slice(start, length)))
 
 
 def normalize(arr: pa.Array) -> pa.Array:
@@ -241,7 +245,7 @@ def _join(lengths: np.ndarray, segments: pa.Array, valid: np.ndarray | None) -> 
     if valid is None:
         pieces = pa.concat_arrays([prefixes, segments]).take(_interleave(n))
     else:
-        indices = np.empty((n, 2), _index_dtype(3 * n))
+        indices: np.ndarray = np.empty((n, 2), _index_dtype(3 * n))
         indices[:, 0] = np.where(valid, _arange(n, 0), _arange(n, 2 * n))
         indices[:, 1] = _arange(n, n)
         pieces = pa.concat_arrays([prefixes, segments, _markers(n, large)]).take(pa.array(indices.reshape(-1)))
@@ -323,7 +327,7 @@ def _index_dtype(limit: int) -> type:
 @_cached_for_chunks
 def _arange(n: int, start: int) -> np.ndarray:
     """``start, start+1, …, start+n-1`` as take indices (int32 unless they would overflow)."""
-    out = np.arange(start, start + n, dtype=_index_dtype(start + n))
+    out: np.ndarray = np.arange(start, start + n, dtype=_index_dtype(start + n))
     out.flags.writeable = False
     return out
 

@@ -122,8 +122,8 @@ class RecordsDigest:
         _, leaves = schema_plan(schema)
         if len(leaves) != len(self._leaves):
             raise SchemaMismatchError(
-                f"record batch has {len(leaves)} leaf columns {[l.path for l in leaves]}, "
-                f"the digest was created for {len(self._leaves)} {[l.path for l in self._leaves]}"
+                f"record batch has {len(leaves)} leaf columns {[leaf.path for leaf in leaves]}, "
+                f"the digest was created for {len(self._leaves)} {[leaf.path for leaf in self._leaves]}"
             )
         for got, want in zip(leaves, self._leaves):
             if got.path != want.path or got.type_bytes != want.type_bytes:

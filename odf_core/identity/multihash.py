@@ -55,7 +55,7 @@ def decode_multibase(text: str) -> bytes:
 
     try:
         return multibase.decode(text)
-    except Exception as e:  # multiformats raises several types
+    except Exception as e:  # noqa: BLE001 - multiformats raises several types
         raise InvalidIdentifier(f"invalid base58btc text {text!r}: {e}") from None
 
 

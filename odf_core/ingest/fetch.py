@@ -16,6 +16,7 @@ from odf_core.ingest.manifest import FETCH_MANIFEST, FetchedFile, FetchResult, w
 from odf_core.ingest.options import FetchOptions
 from odf_core.ingest.source_state import check_kind
 from odf_core.ingest.staging import remove_file, reset_dir
+from odf_core.metadata import fragments
 from odf_core.metadata import (
     FetchStepContainer,
     FetchStepFilesGlob,
@@ -29,7 +30,8 @@ __all__ = ["FetchOptions", "FetchResult", "FetchedFile", "fetch", "FETCH_DIR", "
 
 FETCH_DIR = "fetch"
 CONTAINER_OUT_DIR = "container-out"
-FetchStep = FetchStepUrl | FetchStepFilesGlob | FetchStepContainer
+# every fetch step of the schema; the ones not implemented (Mqtt, EthereumLogs) raise FetchError
+FetchStep = fragments.FetchStep
 
 _log = logging.getLogger("odf.ingest")
 

@@ -253,7 +253,7 @@ def _opener(recorder: _SocketRecorder) -> urllib.request.OpenerDirector:
     """urllib's usual opener (proxies, redirects, TLS) whose HTTP(S) connections report their socket."""
 
     class Recording:
-        def do_open(self, http_class, req, **kwargs):  # type: ignore[no-untyped-def]
+        def do_open(self, http_class, req, **kwargs):
             class Connection(http_class):  # type: ignore[misc, valid-type]
                 def connect(self) -> None:
                     super().connect()

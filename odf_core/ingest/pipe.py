@@ -54,7 +54,7 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _tail(f) -> str:  # type: ignore[no-untyped-def]
+def _tail(f) -> str:
     f.seek(0, os.SEEK_END)
     size = f.tell()
     f.seek(max(0, size - _TAIL_BYTES))

@@ -76,6 +76,6 @@ def _probe_http(step: FetchStepUrl, prev, timeout_s: float) -> bool:
         return True
     if new_etag:
         return etag_state(new_etag) != prev
-    if new_lm and parse_http_date(new_lm) is not None:
-        return last_modified_state(parse_http_date(new_lm)) != prev
+    if new_lm and (modified := parse_http_date(new_lm)) is not None:
+        return last_modified_state(modified) != prev
     return True

@@ -14,7 +14,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from odf_core.storage.faults import write_fault
 
@@ -115,7 +115,13 @@ class Progress:
         _log.info("%s: %d bytes", self.what, self.bytes)
 
 
-def copy_stream(src: BinaryIO, dst: BinaryIO, progress: Progress) -> int:
+class Readable(Protocol):
+    """What copy_stream reads from: any binary file object (gzip and zip members included)."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+
+def copy_stream(src: Readable, dst: BinaryIO, progress: Progress) -> int:
     """Copy in chunks (never the whole file in memory); returns the number of bytes copied."""
     total = 0
     while True:

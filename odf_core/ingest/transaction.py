@@ -52,7 +52,7 @@ from odf_core.ingest.prepare import prepare as prepare_files
 from odf_core.ingest.push_keys import CommittedPush, check_key, default_not_before, find_push
 from odf_core.ingest.source_state import push_key_state
 from odf_core.ingest.staging import atomic_write_text, staging_name
-from odf_core.metadata import DatasetKind, Timestamp
+from odf_core.metadata import AddData, DatasetKind, Timestamp
 from odf_core.metadata.yaml_serde import to_data
 from odf_core.workspace import DatasetHandle, Workspace
 
@@ -294,7 +294,9 @@ def prepare(ws: Workspace, txn: IngestTransaction) -> tuple[FetchedFile, ...]:
     from odf_core.ingest.prepare import PREPARE_DIR
 
     fetched = read_fetch_manifest(txn.staging_dir)
-    steps = _handle(ws, txn).state().polling_source.prepare
+    source = _handle(ws, txn).state().polling_source
+    assert source is not None  # fetch() checked it
+    steps = source.prepare
     with _step(txn, "preparing files in", (PREPARE_DIR,)):
         return prepare_files(steps, fetched.files, staging_dir=txn.staging_dir)
 
@@ -407,6 +409,7 @@ def read(ws: Workspace, txn: IngestTransaction, engine: Engine) -> StepResult:
             request = _request(state, txn, read=_read_phase(state, txn, files, output_path=None if keep
                                                             else txn.path("read.parquet")), keep=keep)
             outcome = run_request(engine, request).read
+            assert outcome is not None  # a read request answers with its read outcome
             n = outcome.num_records or 0
             # Only empty files without a read schema: no columns, no read.parquet; the merge has nothing to do.
             no_columns = not outcome.columns
@@ -566,6 +569,7 @@ def _record_commit(txn: IngestTransaction, result: StepResult) -> None:
 def _next_offset_at_base(handle: DatasetHandle, txn: IngestTransaction, state: ChainState) -> int:
     if state.head is not None and str(state.head) == txn.base_head:
         return state.next_offset
+    assert txn.base_head is not None, "a transaction planned on a chain without a head"
     return handle.chain.state_at(Multihash.parse(txn.base_head)).next_offset
 
 
@@ -577,7 +581,7 @@ PAYLOAD = ("fetch", "container-out", "prepare", "push", "inputs", "slice.parquet
 def _cleanup_payload(txn: IngestTransaction) -> None:
     """Drop the bulky staged files once committed (also scratch of an engine killed mid-request); the manifests stay
     so a retried step sees it is done."""
-    engine_scratch = ()
+    engine_scratch: tuple[str, ...] = ()
     if os.path.isdir(txn.staging_dir):
         engine_scratch = tuple(n for n in os.listdir(txn.staging_dir) if n.startswith(".odf-engine-"))
     _remove(txn, PAYLOAD + engine_scratch)
@@ -700,6 +704,7 @@ def _remove_plan(staging: str) -> None:
 
 def _already_ingested(state: ChainState, found: CommittedPush) -> StepResult:
     ev = found.block.event
+    assert isinstance(ev, AddData)  # push keys are only in AddData blocks
     iv = ev.new_data.offset_interval if ev.new_data is not None else None
     return StepResult(
         num_records=(iv.end - iv.start + 1) if iv else 0,

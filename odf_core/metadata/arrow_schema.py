@@ -134,7 +134,8 @@ class _Encoder:
             precision = {16: 0, 32: 1, 64: 2}[typ.bit_width]
             return self.leaf(T.FLOATING_POINT, [("Int16", 0, precision, 0)], children_first=True)
         if t.is_decimal(typ):
-            slots = [("Int32", 0, typ.precision, 0), ("Int32", 1, typ.scale, 0), ("Int32", 2, typ.bit_width, 128)]
+            slots: list[_Slot] = [("Int32", 0, typ.precision, 0), ("Int32", 1, typ.scale, 0),
+                                  ("Int32", 2, typ.bit_width, 128)]
             return self.leaf(T.DECIMAL, slots)
         if t.is_fixed_size_binary(typ):
             return self.leaf(T.FIXED_SIZE_BINARY, [("Int32", 0, typ.byte_width, 0)])

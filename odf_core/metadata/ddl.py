@@ -277,6 +277,7 @@ class _Parser:
             comment = "".join(parts)
         if self.at("NOT", "NULL", "COMMENT", "DEFAULT", "COLLATE"):
             t = self.peek()
+            assert t is not None  # at() matched it
             problem = {"COLLATE": "COLLATE only follows STRING, CHAR or VARCHAR",
                        "DEFAULT": "DEFAULT values are not part of a read schema",
                        "NULL": "columns are nullable unless NOT NULL is written"}.get(

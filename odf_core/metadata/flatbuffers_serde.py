@@ -295,7 +295,7 @@ def decode_table(r: _Reader, cls: type, pos: int, path: str, given: dict[str, An
         return cls(**kwargs)
     except BlockVersionSettingError:  # a setting of this process, not the bytes
         raise
-    except Exception as e:  # model-level validation
+    except Exception as e:  # noqa: BLE001 - model-level validation
         raise r.fail(f"{path or cls.__name__}: {e}") from None
 
 

@@ -7,9 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 from dataclasses import dataclass, field
-from functools import cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import dataclass_transform
+
+
+_T = TypeVar("_T")
+_S = TypeVar("_S", bound="Model")
 
 
 class W(enum.Enum):
@@ -76,20 +85,20 @@ class UnionDef:
     """A schema union: variants in tag order (tag = position + 1)."""
 
     name: str
-    variants: tuple[type, ...]
+    variants: tuple[type[Model], ...]
 
     def tag_of(self, value: Any) -> int:
         return self.variants.index(type(value)) + 1
 
-    def by_kind(self) -> dict[str, type]:
+    def by_kind(self) -> dict[str, type[Model]]:
         return {v.KIND: v for v in self.variants}
 
 
-TABLES: dict[str, type] = {}
+TABLES: dict[str, type[Model]] = {}
 UNIONS: dict[str, UnionDef] = {}
 
 
-def odf_type(cls: type) -> type:
+def odf_type(cls: type[_S]) -> type[_S]:
     """Register a model class; ``KIND`` is its variant name in a union (``kind: Url``), else its own name."""
     TABLES[cls.__name__] = cls
     if "KIND" not in cls.__dict__:
@@ -97,7 +106,7 @@ def odf_type(cls: type) -> type:
     return cls
 
 
-def odf_union(name: str, *variants: type) -> UnionDef:
+def odf_union(name: str, *variants: type[Model]) -> UnionDef:
     u = UnionDef(name, tuple(variants))
     UNIONS[name] = u
     return u
@@ -117,8 +126,18 @@ def _camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-@cache
+_FIELDS: dict[type, tuple[FieldInfo, ...]] = {}
+
+
 def fields_of(cls: type) -> tuple[FieldInfo, ...]:
+    """The wire fields of a model class in schema order, computed once per class (the codecs ask for every value)."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = _FIELDS[cls] = _fields_of(cls)
+    return found
+
+
+def _fields_of(cls: type) -> tuple[FieldInfo, ...]:
     out, slot = [], 0
     for f in dataclasses.fields(cls):
         wire = f.metadata.get("wire")
@@ -138,7 +157,7 @@ def slot_count(cls: type) -> int:
     return last.slot + (2 if last.wire.kind is W.UNION else 1)
 
 
-def table(name: str) -> type:
+def table(name: str) -> type[Model]:
     return TABLES[name]
 
 
@@ -150,8 +169,10 @@ class Model:
     """Base of all model dataclasses: frozen, keyword-only, registered by name."""
 
     KIND: ClassVar[str]
+    if TYPE_CHECKING:  # set by @model on every subclass: what makes a Model a dataclass instance to type checkers
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
-    def replace(self, **changes):
+    def replace(self: _S, **changes: Any) -> _S:
         return dataclasses.replace(self, **changes)
 
     # YAML hooks for types whose YAML form is not their field list (ExtraAttributes is a bare mapping; legacy fields
@@ -166,4 +187,10 @@ class Model:
         return data
 
 
-model = dataclass(frozen=True, kw_only=True)
+# ``req`` is a field specifier (no default: a required constructor argument); ``opt`` and ``lst`` fields stay plain
+# defaults to the type checker, since their defaults are decided inside them, out of its sight.
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field, req))
+def model(cls: type[_T]) -> type[_T]:
+    """Make ``cls`` a frozen, keyword-only dataclass; a function (not an alias of ``dataclass(...)``) so that type
+    checkers see the generated fields and constructor."""
+    return dataclass(frozen=True, kw_only=True)(cls)

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from odf_core.errors import InvalidIdentifier, MetadataError
 from odf_core.identity import DatasetID, Multihash
 from odf_core.identity.names import DatasetAlias, DatasetRef
-from odf_core.metadata.schema import TABLES, W, OdfEnum, Wire, fields_of, table, union
+from odf_core.metadata.schema import TABLES, Model, W, OdfEnum, Wire, fields_of, table, union
 from odf_core.metadata.timestamp import InvalidTimestamp, Timestamp
 
 _U64_MAX = 2**64 - 1
@@ -168,7 +168,7 @@ def _value_from(w: Wire, v: Any, path: str) -> Any:
     raise AssertionError(k)
 
 
-def from_data(cls: type, data: Any, path: str = "", *, union_kind: bool = False) -> Any:
+def from_data(cls: type[Model], data: Any, path: str = "", *, union_kind: bool = False) -> Any:
     """Build a model object from plain YAML/JSON data, validating as the JSON Schema would."""
     if not isinstance(data, dict):
         raise MetadataError(f"expected a mapping ({cls.KIND}), got a {_type_name(data)}", path=path, value=data)
@@ -323,7 +323,7 @@ def manifest_from_data(data: Any, file: str | None = None, expected: str | None 
         obj = from_data(table(kind), data["content"], "content")
         return obj.replace(manifest_version=version) if kind == "MetadataBlock" else obj
     except MetadataError as e:
-        raise e.with_file(file) if file and not e.file else e
+        raise (e.with_file(file) if file and not e.file else e) from None
 
 
 _ENGINE_OPS = ("RawQueryRequest", "TransformRequest", "TransformResponseRoot", "RawQueryResponseRoot")

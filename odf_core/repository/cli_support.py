@@ -60,6 +60,7 @@ def serve(ws: Workspace, host: str, port: int) -> int:
 
     server = make_server(ws, host, port)
     h, p = server.server_address[:2]
+    h = h.decode() if isinstance(h, bytes) else h
     print(f"serving {ws.url} read-only at http://{h}:{p}/<dataset> (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()

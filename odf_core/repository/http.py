@@ -26,6 +26,7 @@ class HttpDataset:
             raise OdfError(f"invalid HTTP repository URL {url!r}")
         self.url = url.rstrip("/")
         self._parts = parts
+        self._host: str = parts.hostname
         self._base_path = parts.path.rstrip("/")
         self._local = threading.local()
 
@@ -33,7 +34,7 @@ class HttpDataset:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             cls = http.client.HTTPSConnection if self._parts.scheme == "https" else http.client.HTTPConnection
-            conn = cls(self._parts.hostname, self._parts.port, timeout=TIMEOUT_S)
+            conn = cls(self._host, self._parts.port, timeout=TIMEOUT_S)
             self._local.conn = conn
         return conn
 
@@ -78,7 +79,7 @@ class HttpDataset:
         """A stream over the object; read it to the end (or close it) before the next request of this thread."""
         resp = self._request("GET", key)
         self._local.conn = None  # the response owns this connection until read: the next request opens another
-        return resp  # type: ignore[return-value]
+        return resp
 
     def __repr__(self) -> str:
         return f"HttpDataset({self.url!r})"

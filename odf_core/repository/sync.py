@@ -30,7 +30,8 @@ def push(ws: Workspace, dataset: str, to: str | None = None, *, force: bool = Fa
     if target_text is None:
         raise OdfError(f"dataset '{handle.name}' has no remote: push it with --to URL or --to REPO/NAME")
     remote = resolve_remote(ws, target_text)
-    result = sync(handle.store, remote.writer(storage_options), force=force, workers=workers, label=f"push {handle.name}")
+    result = sync(handle.store, remote.writer(storage_options), force=force, workers=workers,
+                  label=f"push {handle.name}")
     if remote_of(handle.store) is None:
         remember_remote(handle.store, remote.url)
     return result
@@ -54,7 +55,8 @@ def pull_remote(ws: Workspace, source: str, as_name: str | None = None, *, force
         state = chain.state()
         return state if state.head == head else chain.state_at(head)
 
-    result = sync(remote.reader(storage_options), store, force=force, workers=workers, label=f"pull {name}", base_state=base_state)
+    result = sync(remote.reader(storage_options), store, force=force, workers=workers, label=f"pull {name}",
+                  base_state=base_state)
     if remote_of(store) != remote.url:
         remember_remote(store, remote.url)
     ws.get(str(name)).state()  # refresh the cached state now, not at the next command

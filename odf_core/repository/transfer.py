@@ -30,7 +30,7 @@ from odf_core.errors import ChainError, DecodeError, IntegrityError, InvalidIden
 from odf_core.identity import Multihash
 from odf_core.identity.multihash import SHA3_256
 from odf_core.metadata import AddData, ExecuteTransform, MetadataBlock, decode_block
-from odf_core.progress import progress
+from odf_core.progress import Progress, progress
 from odf_core.storage import DatasetLayout, ObjectNotFound, ObjectStore, crash_point
 
 HEAD = DatasetLayout.head_ref
@@ -44,7 +44,8 @@ TRANSFER_CRASH_POINTS = ("transfer.after_object",)
 class Source(Protocol):
     """What a transfer reads: an :class:`ObjectStore` or an HTTP dataset."""
 
-    url: str
+    @property
+    def url(self) -> str: ...
 
     @property
     def is_local(self) -> bool: ...
@@ -115,7 +116,7 @@ class _Transfer:
         self.lock = threading.Lock()
         self.copied = self.present = self.nbytes = 0
         self.scheduled: set[str] = set()
-        self.progress = None
+        self.progress: Progress | None = None
         self.prefetched: dict[str, Future] = {}
         self.known: dict[str, bytes] = {}  # blocks already read (the source's head)
 

@@ -54,7 +54,8 @@ def _check(text: object, what: str, *, allow_empty: bool) -> tuple[str, ...]:
 def validate_key(key: object) -> str:
     """Return ``key`` unchanged if it is a safe relative object key, else raise :class:`InvalidIdentifier`."""
     _check(key, "object key", allow_empty=False)
-    return key  # type: ignore[return-value]
+    assert isinstance(key, str)  # _check refused anything else
+    return key
 
 
 def validate_prefix(prefix: object) -> str:
@@ -62,7 +63,8 @@ def validate_prefix(prefix: object) -> str:
     if isinstance(prefix, str) and prefix.endswith("/") and prefix != "/":
         prefix = prefix[:-1]
     _check(prefix, "key prefix", allow_empty=True)
-    return prefix  # type: ignore[return-value]
+    assert isinstance(prefix, str)  # _check refused anything else
+    return prefix
 
 
 def is_internal_name(name: str) -> bool:

@@ -107,7 +107,9 @@ def write_temp(final: str, write: Callable[[BinaryIO], None], mode: int = 0o644)
 
 
 def write_bytes(data: bytes) -> Callable[[BinaryIO], None]:
-    return lambda f: f.write(data)  # type: ignore[return-value]
+    def write(f: BinaryIO) -> None:
+        f.write(data)
+    return write
 
 
 def copy_from(src: str) -> Callable[[BinaryIO], None]:

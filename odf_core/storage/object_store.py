@@ -2,18 +2,19 @@
 
 One implementation on top of fsspec serves local directories (plain paths and ``file://``), ``memory://`` and object
 stores (``s3://`` …). Keys are relative ``/`` paths checked by :mod:`odf_core.storage.keys`, so no key names anything
-outside the root; on local stores every read, write and listing also checks where the path *resolves*, so a symlink
-(a ``data/`` directory or a single file) pointing out of the store's root is refused with :class:`StoreEscape` instead
-of followed. Symlinks that stay inside the root are followed; the root itself (and its parents) may be symlinks.
-A child store (:meth:`ObjectStore.child`, e.g. one dataset of a workspace) is confined to its own root, which must
-itself resolve inside its parent's. Deleting never follows a symlink: it removes the link. An operating-system failure (a full disk, no
-permission, an I/O error) surfaces as :class:`~odf_core.errors.FileSystemError`, one line naming the operation and the
-path. Objects are published atomically (a reader sees no object or a complete one) and refs move only through
-:meth:`ObjectStore.compare_and_swap_ref`, which on local and memory stores is a real compare-and-swap. What each
-backend guarantees for writes is documented in :mod:`odf_core.storage.backends`.
+outside the root; on local stores every read, write and listing also checks where the path *resolves*, so a symlink (a
+``data/`` directory or a single file) pointing out of the store's root is refused with :class:`StoreEscape` instead of
+followed. Symlinks that stay inside the root are followed; the root itself (and its parents) may be symlinks. A child
+store (:meth:`ObjectStore.child`, e.g. one dataset of a workspace) is confined to its own root, which must itself
+resolve inside its parent's. Deleting never follows a symlink: it removes the link. An operating-system failure (a full
+disk, no permission, an I/O error) surfaces as :class:`~odf_core.errors.FileSystemError`, one line naming the operation
+and the path. Objects are published atomically (a reader sees no object or a complete one) and refs move only through
+:meth:`ObjectStore.compare_and_swap_ref`, which on local and memory stores is a real compare-and-swap. What each backend
+guarantees for writes is documented in :mod:`odf_core.storage.backends`.
 """
 from __future__ import annotations
 
+import builtins
 import os
 import stat
 import time
@@ -62,8 +63,9 @@ class ObjectStore:
         """Open the store at a local path, ``file://``, ``memory://``, ``s3://`` or any fsspec URL.
 
         ``storage_options`` go to the fsspec file system (credentials, endpoint, …); for ``s3://`` they are
-        ``endpoint_url``, ``key``, ``secret``, ``token``, ``region`` (unset: the standard ``AWS_*`` variables). ``unsafe_ref_updates`` allows
-        non-atomic ref updates on backends without compare-and-swap (object stores); see ``backends``.
+        ``endpoint_url``, ``key``, ``secret``, ``token``, ``region`` (unset: the standard ``AWS_*`` variables).
+        ``unsafe_ref_updates`` allows non-atomic ref updates on backends without compare-and-swap (object stores);
+        see ``backends``.
         """
         text = os.fspath(url_or_path) if isinstance(url_or_path, (str, os.PathLike)) else None
         if not isinstance(text, str) or not text:
@@ -287,7 +289,7 @@ class ObjectStore:
             walked = self._walk(prefix)
         return sorted(rel for rel, _ in walked if not any(map(is_internal_name, rel.split("/"))))
 
-    def list_dirs(self, prefix: str = "") -> list[str]:
+    def list_dirs(self, prefix: str = "") -> builtins.list[str]:
         """Sorted names of the directories directly under ``prefix`` (one level, no recursion)."""
         prefix = validate_prefix(prefix)
         base = self._join(prefix)
@@ -308,7 +310,7 @@ class ObjectStore:
             names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
         return sorted(n for n in names if not is_internal_name(n))
 
-    def _walk(self, prefix: str) -> list[tuple[str, str]]:
+    def _walk(self, prefix: str) -> builtins.list[tuple[str, str]]:
         """(key relative to the root, backend path) of every file under ``prefix``, internal files included."""
         if self.is_local:
             return self._walk_local(prefix)
@@ -325,9 +327,9 @@ class ObjectStore:
                 out.append((p[len(root_slash):], p))
         return out
 
-    def _walk_local(self, prefix: str) -> list[tuple[str, str]]:
+    def _walk_local(self, prefix: str) -> builtins.list[tuple[str, str]]:
         """Like :meth:`_walk` on a local disk, following symlinks that stay inside the root and refusing others."""
-        out: list[tuple[str, str]] = []
+        out: builtins.list[tuple[str, str]] = []
 
         def visit(path: str, rel: str, seen: frozenset[str]) -> None:
             try:
@@ -463,7 +465,7 @@ class ObjectStore:
             except (NotImplementedError, FileNotFoundError, NotADirectoryError):
                 return None
 
-    def files(self, prefix: str = "") -> list[StoredFile]:
+    def files(self, prefix: str = "") -> builtins.list[StoredFile]:
         """Every object under ``prefix`` with its size and modification time (temp and lock files left out)."""
         out = []
         for key in self.list(prefix):
@@ -474,7 +476,7 @@ class ObjectStore:
             out.append(StoredFile(key, size, self.modified(key)))
         return out
 
-    def remove_stale_temp(self, older_than_s: float) -> list[str]:
+    def remove_stale_temp(self, older_than_s: float) -> builtins.list[str]:
         """Delete temp files left by crashed writers, last modified more than ``older_than_s`` seconds ago.
 
         Returns the removed paths relative to the root. Pick ``older_than_s`` well above the longest write, since a
@@ -482,7 +484,7 @@ class ObjectStore:
         """
         return [f.key for f in self.remove_stale_temp_files(older_than_s)]
 
-    def remove_stale_temp_files(self, older_than_s: float, *, dry_run: bool = False) -> list[StoredFile]:
+    def remove_stale_temp_files(self, older_than_s: float, *, dry_run: bool = False) -> builtins.list[StoredFile]:
         """Like :meth:`remove_stale_temp`, with each file's size; ``dry_run`` only lists what would go."""
         cutoff = time.time() - older_than_s
         removed = []

@@ -202,7 +202,7 @@ class S3FileSystem(AbstractFileSystem):
         bucket, _ = _split(path)
         token = None
         while True:
-            extra = {"ContinuationToken": token} if token else {}
+            extra: dict[str, Any] = {"ContinuationToken": token} if token else {}
             r = self._call("listing", path, self.client.list_objects_v2, Bucket=bucket, **kwargs, **extra)
             yield r
             if not r.get("IsTruncated"):

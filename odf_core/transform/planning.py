@@ -76,11 +76,13 @@ def plan_inputs(ws: Workspace, handle: DatasetHandle, state: ChainState, scratch
                 | None = None) -> list[PlannedInput] | str:
     """Inputs of the next transaction, or a reason to wait / nothing to do (a string)."""
     st = transform_of(state, str(handle.name))
-    planned = []
+    planned: list[PlannedInput] = []
     for inp in st.inputs:
         h = input_handle(ws, inp.dataset_ref, str(handle.name))
         ist = h.state()
         did = ist.dataset_id
+        if did is None:  # not reached (get() finds only datasets with a head); no data, as the steps below conclude
+            return f"input '{h.name}' has no data yet"
         if positions is not None:  # reproduction: the recorded interval
             prev_hash, prev_off, new_hash, new_off = positions[did]
         else:

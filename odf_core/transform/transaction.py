@@ -64,6 +64,7 @@ def run_engine(engine: Engine, request: OdfTransformRequest, dataset: str, *, wh
     response = engine.execute(request, what=what)
     unwrap(response, OdfTransformResponse, what, invalid=invalid_query(dataset), success=TransformResponseSuccess,
            where=where)
+    assert isinstance(response, OdfTransformResponse)  # unwrap raised for any other answer
     return response
 
 
@@ -140,7 +141,7 @@ def _run(ws: Workspace, handle: DatasetHandle, state: ChainState, st: SetTransfo
         return None
     system_time = max(Timestamp.now(), state.system_time) if state.system_time else Timestamp.now()
     request = TransformRequest(
-        dataset_id=state.dataset_id, dataset_alias=str(handle.name), system_time=system_time,
+        dataset_id=state.seeded_id, dataset_alias=str(handle.name), system_time=system_time,
         vocab=state.vocab, transform=st.transform, query_inputs=tuple(p.request_input for p in planned),
         next_offset=state.next_offset,
         prev_checkpoint_path=checkpoint_path(handle.store, state.last_checkpoint, staging)

@@ -102,8 +102,9 @@ def _reproduce(ws, handle, state: ChainState, block: MetadataBlock, ev: ExecuteT
                  for qi in ev.query_inputs}
     planned = plan_inputs(ws, handle, state, step, positions)
     assert not isinstance(planned, str)
+    assert state.transform is not None  # an ExecuteTransform follows a SetTransform
     request = TransformRequest(
-        dataset_id=state.dataset_id, dataset_alias=str(handle.name), system_time=block.system_time,
+        dataset_id=state.seeded_id, dataset_alias=str(handle.name), system_time=block.system_time,
         vocab=state.vocab, transform=state.transform.transform, query_inputs=tuple(p.request_input for p in planned),
         next_offset=state.next_offset,
         prev_checkpoint_path=engine_path(handle.store, DatasetLayout.checkpoint_key(ev.prev_checkpoint), step)

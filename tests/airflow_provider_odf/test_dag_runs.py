@@ -24,7 +24,16 @@ from odf_core.workspace import Workspace
 
 from .conftest import conn_env
 from .dag_factory.dagbag import load
-from .small_graph import BIG, CITIES_CSV, RATINGS_NDJSON, SmallGraph, big_cities, rows, write_dag_folder, write_served_files
+from .small_graph import (
+    BIG,
+    CITIES_CSV,
+    RATINGS_NDJSON,
+    SmallGraph,
+    big_cities,
+    rows,
+    write_dag_folder,
+    write_served_files,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark]
 

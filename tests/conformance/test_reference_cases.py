@@ -1,11 +1,12 @@
 """The reference implementation's ingest tests, ported as data (``cases/*.yaml``) and run through the ``odf`` CLI.
 
-Each case names the reference test it ports (``ref``; a case whose ``ref`` is ``decision: ...`` is not a port but
-pins a behaviour the reference has and this implementation deliberately does not), creates a root dataset from its ``metadata`` events, and plays
-its rounds: files written into the source directory, ``odf pull`` / ``odf ingest``, ``odf add --update`` with edited
-events. After each round the ``expect`` block holds the reference's expected outcome. Where this implementation
-deliberately differs, ``ours`` overrides part of it and ``why`` names the row of docs/conformance.md that explains
-the difference; the runner checks that such a row exists, and that the case count stated there is the real one.
+Each case names the reference test it ports (``ref``; a case whose ``ref`` is ``decision: ...`` is not a port but pins a
+behaviour the reference has and this implementation deliberately does not), creates a root dataset from its ``metadata``
+events, and plays its rounds: files written into the source directory, ``odf pull`` / ``odf ingest``,
+``odf add --update`` with edited events. After each round the ``expect`` block holds the reference's expected outcome.
+Where this implementation deliberately differs, ``ours`` overrides part of it and ``why`` names the row of
+docs/conformance.md that explains the difference; the runner checks that such a row exists, and that the case count
+stated there is the real one.
 """
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def _each_write(paths: list[str], ws_dir: str, snapshot: Snapshot, fault_ledger,
     """Fail write N (1..len(paths)) of ``attempt`` in turn from the same starting point; ``check`` judges each."""
     assert paths, "the undisturbed run made no write"
     failures = []
-    for n, path in enumerate(paths, start=1):
+    for n, _path in enumerate(paths, start=1):
         snapshot.restore()
         error: BaseException | None = None
         try:

@@ -41,7 +41,10 @@ content:
   metadata:
     - kind: SetTransform
       inputs: [{datasetRef: cities}]
-      transform: {kind: Sql, engine: spark, query: "select system_time as event_time, city, population from cities where population > 650000"}
+      transform:
+        kind: Sql
+        engine: spark
+        query: "select system_time as event_time, city, population from cities where population > 650000"
 """
 
 

@@ -96,8 +96,8 @@ def test_piped_statements_share_one_spark_session(tmp_path):
     apps = re.findall(r"^-- 1 row\(s\) in [\d.]+ s, Spark application (\S+)$", proc.stdout, re.M)
     assert len(apps) == 2 and apps[0] == apps[1], proc.stdout
     # Spark's start-up log (NativeCodeLoader, log4j profile...) goes to the log file, not the user's console
-    assert [line.split(" (")[0] for line in proc.stderr.strip().splitlines()] == ["odf: error: unknown dataset 'nope'"], \
-        proc.stderr
+    first_parts = [line.split(" (")[0] for line in proc.stderr.strip().splitlines()]
+    assert first_parts == ["odf: error: unknown dataset 'nope'"], proc.stderr
     assert "NativeCodeLoader" in (tmp_path / "logs" / "spark-driver.log").read_text()
 
 
@@ -131,8 +131,9 @@ def test_sql_refuses_a_comment_prefixed_insert_overwrite_directory_and_deletes_n
     before = _files(data_dir)
     insert = f"insert overwrite directory '{data_dir}' using parquet select 1 as x"
     code, out, err = run(capsys, "-w", ws, "sql", "/**/ " + insert)
-    assert (code, out) == (1, "") and err == \
-        "odf: error: not a query: it starts with 'INSERT'; a query starts with SELECT, WITH, VALUES, FROM or TABLE\n", err
+    assert (code, out) == (1, "") and err == (
+        "odf: error: not a query: it starts with 'INSERT'; "
+        "a query starts with SELECT, WITH, VALUES, FROM or TABLE\n"), err
     code, out, err = run(capsys, "-w", ws, "sql", f"with a as (select 1 as x) {insert}")
     assert (code, out) == (1, "") and err == \
         "odf: error: invalid query: only a query is allowed: statement 1 is a command (InsertIntoDir) " \

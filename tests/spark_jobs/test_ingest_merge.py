@@ -430,7 +430,8 @@ def test_every_plan_gives_the_same_slices_and_state_on_split_inputs(spark, tmp_p
     assert min(tasks.values()) >= 4, tasks
     assert parts["driver"] == [], parts
     for plan in ("single", "parallel"):
-        assert all(n >= 4 for name, n in parts[plan] if name.endswith(("-read-staged", "-ledger-input", "-append"))), parts
+        staged = ("-read-staged", "-ledger-input", "-append")
+        assert all(n >= 4 for name, n in parts[plan] if name.endswith(staged)), parts
     merged = {plan: [n for name, n in parts[plan] if name.endswith(("-snapshot", "-ledger", "-append-sorted"))]
               for plan in ("single", "parallel")}
     assert len(merged["parallel"]) == len(rounds) and min(merged["parallel"]) >= 2, parts

@@ -299,7 +299,8 @@ def test_shapefile_polygons_polylines_sub_path_and_schema(spark, tmp_path):
     pz = write_shapefile_zip(tmp_path / "pz.zip", "pz", 11, [(1.0, 2.0, 3.5)], [("ID", "N", 4, 0)], [[1]])
     _, rows = run_read(spark, tmp_path, {"kind": "EsriShapefile"}, [zz, pz], event_time=ET)
     assert [geom(r["geometry"]) for r in rows] == [  # Z is kept
-        {"type": "MultiPolygon", "coordinates": [[[[0.0, 0.0, 7.0], [0.0, 1.0, 8.0], [1.0, 1.0, 9.0], [0.0, 0.0, 7.0]]]]},
+        {"type": "MultiPolygon",
+         "coordinates": [[[[0.0, 0.0, 7.0], [0.0, 1.0, 8.0], [1.0, 1.0, 9.0], [0.0, 0.0, 7.0]]]]},
         {"type": "Point", "coordinates": [1.0, 2.0, 3.5]}]
 
 

@@ -51,12 +51,13 @@ def test_a_checkpoint_written_beside_other_writes_has_the_bytes_it_has_alone(spa
         done = threading.Event()
         others: list[int] = []
 
-        def beside(run: int = run) -> None:  # other writers start while the checkpoint is written
+        def beside(run: int = run, done: threading.Event = done, others: list[int] = others) -> None:
+            # other writers start while the checkpoint is written
             while not done.is_set() and len(others) < 200:
                 others.append(1)
                 write_single_parquet(tiny, str(tmp_path / f"other{run}.parquet"))
 
-        def this(run: int = run) -> bytes:
+        def this(run: int = run, done: threading.Event = done) -> bytes:
             try:
                 return checkpoint(tmp_path / f"beside{run}.parquet")
             finally:

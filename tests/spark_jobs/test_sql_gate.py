@@ -185,14 +185,16 @@ def _sql_request(sentinel: Sentinel, query: str) -> SqlRequest:
 
 
 def _raw_request(sentinel: Sentinel, query: str) -> RawQueryRequest:
-    return RawQueryRequest(input_data_paths=(str(sentinel.victim),), transform=TransformSql(engine="spark", query=query),
+    return RawQueryRequest(input_data_paths=(str(sentinel.victim),),
+                           transform=TransformSql(engine="spark", query=query),
                            output_data_path=str(sentinel.root / "out" / "raw.parquet"))
 
 
 def _validate_request(sentinel: Sentinel, query: str) -> ValidateQueryRequest:
     vocab = DatasetVocabulary.default()
     return ValidateQueryRequest(vocab=vocab, transform=TransformSql(engine="spark", query=query),
-                                inputs=(ValidateInput(query_alias="t", vocab=vocab, schema_file=str(sentinel.root / "t-schema.parquet")),))
+                                inputs=(ValidateInput(query_alias="t", vocab=vocab,
+                                                      schema_file=str(sentinel.root / "t-schema.parquet")),))
 
 
 def _ingest_request(sentinel: Sentinel, query: str):
@@ -284,7 +286,8 @@ def test_file_paths_are_refused_even_with_sql_on_files_enabled(spark, sentinel):
     session = request_session(spark)
     session.conf.set("spark.sql.runSQLOnFiles", "true")
     session.read.parquet(str(sentinel.victim)).createOrReplaceTempView("t")
-    for query in (f"select * from parquet.`{sentinel.victim}`", f"select * from identifier('parquet.`{sentinel.victim}`')",
+    for query in (f"select * from parquet.`{sentinel.victim}`",
+                  f"select * from identifier('parquet.`{sentinel.victim}`')",
                   f"select * from t join parquet.`{sentinel.victim}` using (k)"):
         with pytest.raises(InvalidQuery, match="only the request's views can be read"):
             gated_query(session, query)

@@ -99,7 +99,7 @@ def changelogs(draw, max_events: int = 18, min_events: int = 2) -> list[Event]:
     ``min_events`` of them, so that a split can cut them into that many transactions with rows."""
     events: list[Event] = []
     live: list[Event] = []
-    for i in range(draw(hst.integers(min_events, max_events))):
+    for _ in range(draw(hst.integers(min_events, max_events))):
         removable = [j for j, e in enumerate(live) if not (isinstance(e.data[1], float) and math.isnan(e.data[1]))]
         kind = draw(hst.sampled_from(["append", "append", "retract", "correct"])) if removable else "append"
         if kind == "append":

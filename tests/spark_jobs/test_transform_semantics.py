@@ -64,7 +64,8 @@ def test_stateless_ops_flow_through_and_corrections_stay_paired(spark, tmp_path)
     assert table.schema == pa.schema([pa.field("offset", pa.int64(), nullable=False), ("op", pa.int32()),
                                       pa.field("system_time", TS, nullable=False), ("event_time", TS),
                                       ("k", pa.string()), ("x10", pa.int64())])
-    assert table.column("system_time").to_pylist() == [Timestamp.parse(res.requests[0]["content"]["systemTime"]).to_datetime()] * 5
+    system_time = Timestamp.parse(res.requests[0]["content"]["systemTime"]).to_datetime()
+    assert table.column("system_time").to_pylist() == [system_time] * 5
     assert reduce_output(res.rows())  # a valid changelog
 
 

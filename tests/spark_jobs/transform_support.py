@@ -369,7 +369,7 @@ def reduce_input(spec: InputSpec) -> list[tuple[int, Event]]:
         if e.op in (OP_APPEND, OP_CORRECT_TO):
             live.append((off, e))
         else:
-            idx = next(i for i, (_, l) in enumerate(live) if (l.event_time, l.data) == (e.event_time, e.data))
+            idx = next(i for i, (_, ev) in enumerate(live) if (ev.event_time, ev.data) == (e.event_time, e.data))
             live.pop(idx)
     return live
 
@@ -409,8 +409,8 @@ def spark_schema(spec: InputSpec) -> Any:
 
 
 def checkpoint_tables(path: str) -> tuple[dict[str, Any], dict[str, pa.Table]]:
-    """An incremental (version 4 on) checkpoint read with pyarrow alone: its description and each named table (timestamps
-    as the microseconds the state stores)."""
+    """An incremental (version 4 on) checkpoint read with pyarrow alone: its description and each named table
+    (timestamps as the microseconds the state stores)."""
     import pyarrow.compute as pc
 
     table = pq.read_table(path)

@@ -2,9 +2,9 @@
 
 An in-process DagBag hides what matters here: the dag-processor marks every DAG of a file with an import error as
 stale (no longer scheduled). So this runs the Airflow CLI in a subprocess with its own AIRFLOW_HOME (SQLite) —
-a copy of the session's migrated DB, ``airflow dags reserialize`` — and reads the metadata DB's rows; then ``airflow tasks test``
-runs the broken dataset's problem task the way a worker does (re-parsing the file for that one DAG). One setup for
-the module: it costs about 15 s.
+a copy of the session's migrated DB, ``airflow dags reserialize`` — and reads the metadata DB's rows; then
+``airflow tasks test`` runs the broken dataset's problem task the way a worker does (re-parsing the file for that
+one DAG). One setup for the module: it costs about 15 s.
 """
 from __future__ import annotations
 

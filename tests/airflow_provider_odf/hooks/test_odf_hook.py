@@ -94,7 +94,8 @@ def test_unusable_spark_connection(monkeypatch, conn, message):
      r"unknown engine_options \['cores'\]"),
     (dict(conn_type="odf", extra={"workspace": "/x", "engine_options": {"timeout_s": -1}}),
      "timeout_s must be a positive number"),
-    (dict(conn_type="odf", extra={"workspace": "/x", "engine_options": "{not json"}), "engine_options is not valid JSON"),
+    (dict(conn_type="odf", extra={"workspace": "/x", "engine_options": "{not json"}),
+     "engine_options is not valid JSON"),
     (dict(conn_type="odf", login="AKIA", password="secret", extra={"workspace": "/x"}),
      "login/password are object-store credentials"),
 ])

@@ -136,7 +136,7 @@ def test_on_kill_kills_the_whole_spark_process_group(monkeypatch, tmp_path):
     def run():
         try:
             engine.run_job([str(fifo)])
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread, which re-raises it
             errors.append(e)
 
     job = threading.Thread(target=run)
@@ -244,5 +244,6 @@ def test_a_transform_set_for_other_engine_semantics_fails_once_naming_the_upgrad
             op.execute({"dag": SimpleNamespace(dag_id="d"), "run_id": "r1"})
     finally:
         version.engine_version.cache_clear()
-    assert str(e.value).endswith(f"run: odf --workspace {workspace.url} set-transform --upgrade-engine com.example.busy-cities")
+    assert str(e.value).endswith(
+        f"run: odf --workspace {workspace.url} set-transform --upgrade-engine com.example.busy-cities")
     assert "\n" not in str(e.value) and workspace.get("com.example.busy-cities").chain.head() == head

@@ -11,6 +11,7 @@ from airflow_provider_odf.plugins import graph_svg
 from airflow_provider_odf.plugins.views import (
     chain_entries,
     dataset_detail,
+    describe_event,
     dataset_rows,
     lineage_graph,
     recent_records,
@@ -105,3 +106,22 @@ def test_extra_link_points_at_the_dataset_page():
     (link,) = op.operator_extra_links
     assert isinstance(link, OdfDatasetLink)
     assert link.get_link(op, ti_key=None) == "/odf/datasets/com.x?conn=wh&ns=lake"
+
+
+def test_a_schema_event_is_described_by_its_columns_whichever_form_it_carries():
+    # a SetDataSchema may carry only the DataSchema (no raw Arrow schema): mypy found the page failing on it
+    from odf_core.metadata import MetadataBlock, SetDataSchema, Timestamp
+    from odf_core.metadata.data_schema import DataField, DataSchema, DataTypeString, DataTypeUInt64
+    from odf_core.metadata.data_schema_arrow import arrow_schema_bytes
+
+    data_schema = DataSchema(fields=(DataField(name="city", type=DataTypeString()),
+                                     DataField(name="population", type=DataTypeUInt64())))
+
+    def described(ev: SetDataSchema) -> tuple[str, tuple[str, ...]]:
+        block = MetadataBlock(system_time=Timestamp.parse("2024-01-01T00:00:00Z"), sequence_number=1, event=ev)
+        return describe_event(block, {})
+
+    raw = arrow_schema_bytes(SetDataSchema(data_schema=data_schema))
+    assert described(SetDataSchema(data_schema=data_schema)) == ("2 columns: city, population", ())
+    assert described(SetDataSchema(schema=raw)) == ("2 columns: city, population", ())
+    assert described(SetDataSchema()) == ("no schema", ())

@@ -126,4 +126,5 @@ def test_deferrable_source_sensor_waits_for_a_new_file(odf_conn, tmp_path):
 def test_deferred_error_event_fails_with_its_message():
     sensor = OdfSourceSensor(task_id="src", dataset="a.b")
     with pytest.raises(OdfTaskError, match="a.b: OdfConnectionError: odf connection 'x' is not defined"):
-        sensor.execute_complete({}, {"status": "error", "message": "OdfConnectionError: odf connection 'x' is not defined"})
+        sensor.execute_complete({}, {"status": "error",
+                                     "message": "OdfConnectionError: odf connection 'x' is not defined"})

@@ -32,7 +32,7 @@ def test_file_server_fails_the_first_gets_then_serves_like_a_static_server(tmp_p
         assert _get(server.url("a.csv"), headers={"If-Modified-Since": later}) == 304
         assert server.gets("/a.csv") == [500, 500, 200, 304]
     with pytest.raises(Exception, match="not started"):
-        server.port
+        _ = server.port
 
 
 def test_file_server_names_a_busy_port(tmp_path):

@@ -1,4 +1,7 @@
-"""Only the chain is trusted: an edited ``info/summary`` is detected and rebuilt, never built upon (issue #12 item 3)."""
+"""Only the chain is trusted: an edited ``info/summary`` is detected and rebuilt, never built upon.
+
+Issue #12 item 3.
+"""
 from __future__ import annotations
 
 import dataclasses

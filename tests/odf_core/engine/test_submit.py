@@ -11,7 +11,8 @@ from odf_core.metadata import TransformResponseSuccess
 from spark_jobs import submit
 
 from ...spark_jobs.ingest_support import typed_request, utc
-from ...spark_jobs.transform_support import Event, InputSpec, MiniCoordinator, minutes, typed_request as transform_request
+from ...spark_jobs.transform_support import Event, InputSpec, MiniCoordinator, minutes
+from ...spark_jobs.transform_support import typed_request as transform_request
 
 KX = pa.schema([("k", pa.string()), ("x", pa.int64())])
 

@@ -32,7 +32,8 @@ def test_logical_hash_code_prefix():
     assert Multihash(0x300016, bytes(32)).to_multibase().startswith("f9680c00120")
 
 
-@pytest.mark.parametrize("bad", ["", "x1620", "f16", "f1620" + "00" * 31, "f1620" + "00" * 33, "fzz", "z0OIl", 42, None])
+@pytest.mark.parametrize("bad", ["", "x1620", "f16", "f1620" + "00" * 31, "f1620" + "00" * 33, "fzz", "z0OIl", 42,
+                                 None])
 def test_invalid_multihash_text(bad):
     with pytest.raises(InvalidIdentifier):
         Multihash.parse(bad)

@@ -57,10 +57,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
         pass
 
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
+    def do_HEAD(self) -> None:
         self._answer(body=False)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:
         self._answer(body=True)
 
     def _answer(self, body: bool) -> None:

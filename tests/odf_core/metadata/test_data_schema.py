@@ -74,7 +74,8 @@ def test_arrow_encodings_choose_the_physical_type(encoding, odf, arrow):
 
 def test_engine_schemas_round_trip_through_data_schema():
     engine = pa.schema([
-        pa.field("offset", pa.int64(), False), pa.field("op", pa.int32(), False), pa.field("system_time", UTC_MS, False),
+        pa.field("offset", pa.int64(), False), pa.field("op", pa.int32(), False),
+        pa.field("system_time", UTC_MS, False),
         pa.field("event_time", pa.timestamp("us", tz="UTC")), pa.field("name", pa.string()),
         pa.field("amount", pa.decimal128(18, 4)), pa.field("tags", pa.list_(pa.string())),
         pa.field("attrs", pa.map_(pa.string(), pa.float64())), pa.field("pos", pa.struct([("x", pa.float64())])),
@@ -84,7 +85,8 @@ def test_engine_schemas_round_trip_through_data_schema():
 
 
 @pytest.mark.parametrize("schema,problem", [
-    (DataSchema(fields=(DataField(name="c", type=ds.DataTypeOption(inner=ds.DataTypeOption(inner=ds.DataTypeInt8()))),)),
+    (DataSchema(fields=(DataField(name="c",
+                                  type=ds.DataTypeOption(inner=ds.DataTypeOption(inner=ds.DataTypeInt8()))),)),
      "c: nested Option types are not supported"),
     (DataSchema(fields=(DataField(name="c", type=ds.DataTypeDecimal(precision=80, scale=0)),)),
      "c: decimal precision 80 is over Arrow's maximum of 76"),

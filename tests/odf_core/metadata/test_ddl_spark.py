@@ -15,7 +15,7 @@ def spark_columns(ddl: str) -> str | None:
 
     try:
         parsed = StructType.fromDDL(ddl)
-    except Exception:
+    except Exception:  # noqa: BLE001 - Spark refusing the DDL, whatever its error type
         return None
     return parsed.simpleString() if isinstance(parsed, StructType) else None
 

@@ -168,7 +168,8 @@ def test_version_3_aligns_the_timestamp_struct():
 REFERENCE_DATA_SCHEMA = DataSchema(
     fields=(
         DataField(name="city", type=DataTypeString(),
-                  extra=ExtraAttributes.of({"arrow.apache.org/bufferEncoding": {"kind": "View", "offsetBitWidth": 32}})),
+                  extra=ExtraAttributes.of(
+                      {"arrow.apache.org/bufferEncoding": {"kind": "View", "offsetBitWidth": 32}})),
         DataField(name="population", type=DataTypeUInt64()),
         DataField(name="census", type=DataTypeOption(inner=DataTypeString()),
                   extra=ExtraAttributes.of(
@@ -249,7 +250,8 @@ def test_set_data_schema_yaml_is_the_reference_text():
 def test_set_data_schema_legacy_yaml_reads_both_names():
     legacy = base64.b64decode(REFERENCE_RAW_ARROW_B64)
     head = "kind: MetadataBlock\nversion: 3\ncontent:\n  systemTime: 2020-01-01T12:00:00Z\n  sequenceNumber: 1\n"
-    current = load_manifest(head + f"  event:\n    kind: SetDataSchema\n    rawArrowSchema: {REFERENCE_RAW_ARROW_B64}\n")
+    current = load_manifest(
+        head + f"  event:\n    kind: SetDataSchema\n    rawArrowSchema: {REFERENCE_RAW_ARROW_B64}\n")
     v0341 = load_manifest(head + f"  event:\n    kind: SetDataSchema\n    schema: {REFERENCE_RAW_ARROW_B64}\n")
     assert current.event == v0341.event == SetDataSchema(schema=legacy)
     # alone, the raw schema keeps its v0.34.1 name; next to a DataSchema it takes the current one
@@ -261,7 +263,8 @@ def test_set_data_schema_legacy_yaml_reads_both_names():
 
 
 def test_read_step_yaml_reads_ddl_schema_and_data_schema():
-    head = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: a\n  kind: Root\n  metadata:\n  - kind: AddPushSource\n"
+    head = ("kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: a\n  kind: Root\n  metadata:\n"
+            "  - kind: AddPushSource\n")
     tail = "    merge:\n      kind: ChangelogStream\n      primaryKey: [id]\n"
     current = load_manifest(head + "    sourceName: s\n    read:\n      kind: NdJson\n      ddlSchema: ['id INT']\n"
                             "      schema:\n        fields:\n        - name: id\n          type: Int32\n" + tail)

@@ -101,17 +101,25 @@ def _mutate(path: list, value, delete=False):
 
 BAD = [
     # (mutation, expected path in message, expected fragment of the problem, offending value shown)
-    (_mutate(["content", "metadata", 0, "fetch", "kind"], "Ftp"), "content.metadata[0].fetch.kind", "unknown FetchStep kind", "'Ftp'"),
-    (_mutate(["content", "metadata", 0, "read", "kind"], "nDjson"), "content.metadata[0].read.kind", "unknown ReadStep kind", "'nDjson'"),
-    (_mutate(["content", "metadata", 0, "merge", "primaryKey"], None, delete=True), "content.metadata[0].merge.primaryKey", "missing required property", None),
-    (_mutate(["content", "metadata", 0, "read", "header"], "yes please"), "content.metadata[0].read.header", "expected a boolean", "'yes please'"),
-    (_mutate(["content", "metadata", 0, "fetch", "order"], "ByDate"), "content.metadata[0].fetch.order", "invalid SourceOrdering", "'ByDate'"),
-    (_mutate(["content", "metadata", 0, "fetch", "colour"], "red"), "content.metadata[0].fetch.colour", "unknown property of FilesGlob", None),
+    (_mutate(["content", "metadata", 0, "fetch", "kind"], "Ftp"),
+     "content.metadata[0].fetch.kind", "unknown FetchStep kind", "'Ftp'"),
+    (_mutate(["content", "metadata", 0, "read", "kind"], "nDjson"),
+     "content.metadata[0].read.kind", "unknown ReadStep kind", "'nDjson'"),
+    (_mutate(["content", "metadata", 0, "merge", "primaryKey"], None, delete=True),
+     "content.metadata[0].merge.primaryKey", "missing required property", None),
+    (_mutate(["content", "metadata", 0, "read", "header"], "yes please"),
+     "content.metadata[0].read.header", "expected a boolean", "'yes please'"),
+    (_mutate(["content", "metadata", 0, "fetch", "order"], "ByDate"),
+     "content.metadata[0].fetch.order", "invalid SourceOrdering", "'ByDate'"),
+    (_mutate(["content", "metadata", 0, "fetch", "colour"], "red"),
+     "content.metadata[0].fetch.colour", "unknown property of FilesGlob", None),
     (_mutate(["content", "kind"], "Leaf"), "content.kind", "invalid DatasetKind", "'Leaf'"),
     (_mutate(["content", "name"], "in^valid"), "content.name", "invalid dataset", "'in^valid'"),
     (_mutate(["content", "metadata"], {"a": 1}), "content.metadata", "expected a list", None),
-    (_mutate(["content", "metadata", 1, "kind"], "SetColour"), "content.metadata[1].kind", "unknown MetadataEvent kind", "'SetColour'"),
-    (_mutate(["content", "metadata", 0, "read", "schema"], "id INT"), "content.metadata[0].read.schema", "expected a list", "'id INT'"),
+    (_mutate(["content", "metadata", 1, "kind"], "SetColour"),
+     "content.metadata[1].kind", "unknown MetadataEvent kind", "'SetColour'"),
+    (_mutate(["content", "metadata", 0, "read", "schema"], "id INT"),
+     "content.metadata[0].read.schema", "expected a list", "'id INT'"),
     (_mutate(["kind"], "Dataset"), "kind", "unknown manifest kind", "'Dataset'"),
     (_mutate(["version"], 7), "version", "unsupported DatasetSnapshot version", "7"),
 ]
@@ -168,7 +176,8 @@ content:
 @pytest.mark.parametrize("edit,expected", [
     ({}, ":13: content.metadata[0].read.schema[1]: expected a string"),  # a list item: its own line
     ({"        kind: Csv": "        kind: Csv\n        colour: red"}, ":11: content.metadata[0].read.colour: unknown"),
-    ({"          - 7": "          - b INT"}, ":14: content.metadata[0].merge.primaryKey: missing required"),  # its mapping
+    # its mapping
+    ({"          - 7": "          - b INT"}, ":14: content.metadata[0].merge.primaryKey: missing required"),
     ({"  kind: Root": "  kind: Leaf"}, ":5: content.kind: invalid DatasetKind"),
     ({"    - kind: AddPushSource": "    - kind: AddPushSourze"}, ":7: content.metadata[0].kind: unknown"),
 ])

@@ -44,7 +44,8 @@ def test_ingest_transform_verify_and_a_concurrent_commit_on_s3(s3_server, spark,
     assert first.num_records == 2
     ws.create(DatasetSnapshot(name="good", kind=DatasetKind.DERIVATIVE, metadata=(SetTransform(
         inputs=(TransformInput(dataset_ref="ratings"),),
-        transform=TransformSql(engine="spark", query="select event_time, city, rating from ratings where rating > 4")),)))
+        transform=TransformSql(engine="spark",
+                               query="select event_time, city, rating from ratings where rating > 4")),)))
     out = run_transform(ws, "good", engine=engine)
     assert out is not None and out.num_records == 1
 

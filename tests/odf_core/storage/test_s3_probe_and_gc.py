@@ -66,7 +66,7 @@ class _Forward(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815 - http.server naming
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
 @pytest.fixture

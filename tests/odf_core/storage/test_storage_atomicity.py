@@ -85,7 +85,7 @@ def test_memory_store_readers_see_whole_objects(tmp_path: Path) -> None:
             with cond:  # hand over: the writer goes on only after a reader pass that began after this write
                 progress["written"] = i + 1
                 if i + 1 < len(seeds):
-                    assert cond.wait_for(lambda: progress["checked"] > i, timeout=60), "the reader stalled"
+                    assert cond.wait_for(lambda i=i: progress["checked"] > i, timeout=60), "the reader stalled"
 
     seen_counts: set[int] = set()
     switch = sys.getswitchinterval()

@@ -191,7 +191,8 @@ def test_engine_version_recorded_and_enforced(ws, engine, tmp_path):
     assert h.state().transform.transform.version == engine_version()
     ws.create(DatasetSnapshot(name="old", kind=DatasetKind.DERIVATIVE, metadata=(SetTransform(
         inputs=(TransformInput(dataset_ref="root"),),
-        transform=TransformSql(engine="spark", version="spark-3.0.0+jobs-0000", query="select event_time from root")),)))
+        transform=TransformSql(engine="spark", version="spark-3.0.0+jobs-0000",
+                               query="select event_time from root")),)))
     with pytest.raises(TransformError, match=f"run: odf --workspace {ws.url} set-transform --upgrade-engine old$"):
         run(ws, "old", engine=engine)
 

@@ -1,4 +1,7 @@
-"""A derivative's transaction staging: distinct transaction ids never share a directory (one naming rule with ingest)."""
+"""A derivative's transaction staging: distinct transaction ids never share a directory.
+
+One naming rule with ingest.
+"""
 from __future__ import annotations
 
 import os
