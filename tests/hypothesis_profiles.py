@@ -10,7 +10,7 @@ Hypothesis's first example is its simplest input, so the Spark strategies force 
 
 - ``ci``: derandomized (the same examples on every run, no ``.hypothesis/`` database: CI keeps none), 1 generated
   example per Spark family (the simplest: two transactions, so one incremental step; the families' fixed examples
-  take more), scaled up where a test has few families (key ranges: 2, exact sums: 8 random floating-point
+  take more), scaled up where a test has few families (key ranges: 2, exact sums: 4 random floating-point
   changelogs). The budget: about 25 s per family on a loaded 2-core machine.
 - ``dev``: a new random seed each run, failures replayed from the local database, 1 generated Spark example.
 - ``thorough``: 30 generated Spark examples and 500 for the cheap tests: minutes per Spark family, for changes to the

@@ -154,7 +154,7 @@ def test_any_values_and_split_give_the_exact_sum_rounded_once(spark, tmp_path_fa
     two transactions with rows: some generated step must have been incremental."""
     generated = PathLog()
 
-    @spark_property("exact sums", scale=8)
+    @spark_property("exact sums", scale=4)
     @example(data=None)
     @given(data=hst.data())
     def check(data):
