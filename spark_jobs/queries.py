@@ -12,7 +12,7 @@ from odf_core.metadata import (
     TransformSql,
 )
 from spark_jobs.columns import quote
-from spark_jobs.errors import InvalidQuery, always_answer, is_user_error, user_message
+from spark_jobs.errors import QueryRejected, always_answer, is_user_error, user_message
 from spark_jobs.parquet_files import write_single_parquet
 from spark_jobs.session import request_session
 from spark_jobs.sql_gate import gated_query
@@ -20,17 +20,17 @@ from spark_jobs.sql_gate import gated_query
 
 def _run_steps(session: SparkSession, transform: TransformSql) -> DataFrame:
     if transform.engine.lower() != "spark":
-        raise InvalidQuery(f"engine {transform.engine!r} is not supported by the Spark engine; use engine 'spark'")
+        raise QueryRejected(f"engine {transform.engine!r} is not supported by the Spark engine; use engine 'spark'")
     result = None
     steps = transform.steps()
     if sum(1 for s in steps if not s.alias) != 1:
-        raise InvalidQuery("exactly one query step must have no alias (it is the result)")
+        raise QueryRejected("exactly one query step must have no alias (it is the result)")
     for i, step in enumerate(steps, 1):
         try:
             out = gated_query(session, step.query, f"query step {i}")
         except Exception as e:  # noqa: BLE001
             if is_user_error(e):
-                raise InvalidQuery(f"query step {i} failed: {user_message(e)}") from None
+                raise QueryRejected(f"query step {i} failed: {user_message(e)}") from None
             raise
         if step.alias:
             out.createOrReplaceTempView(quote(step.alias))

@@ -22,7 +22,7 @@ from pyspark.sql.types import DateType
 from odf_core.engine.protocol import ReadPhase
 from odf_core.metadata import DatasetVocabulary, TransformSql
 from spark_jobs.columns import col, is_timestamp, normalize_timestamps, type_ddl
-from spark_jobs.errors import InvalidInput, InvalidQuery, is_user_error, user_message
+from spark_jobs.errors import InputRejected, QueryRejected, is_user_error, user_message
 from spark_jobs.ingest import infer
 from spark_jobs.ingest.readers import SourceInfo, WorkDir, read_input, schema_of
 from spark_jobs.sql_gate import gated_query
@@ -42,11 +42,11 @@ def apply_preprocess(spark: SparkSession, df: DataFrame, transform: TransformSql
     """Run the SQL steps over a temp view ``input``, each through the SQL gate (one query, nothing executed); views
     are dropped afterwards (the plan keeps them)."""
     if transform.engine.lower() != "spark":
-        raise InvalidInput(f"preprocess engine {transform.engine!r} is not supported by the Spark engine; use "
+        raise InputRejected(f"preprocess engine {transform.engine!r} is not supported by the Spark engine; use "
                            "engine 'spark'")
     steps = transform.steps()
     if sum(1 for s in steps if not s.alias) != 1:
-        raise InvalidInput("preprocess: exactly one query step must have no alias (it is the result)")
+        raise InputRejected("preprocess: exactly one query step must have no alias (it is the result)")
     created = ["input"]
     df.createOrReplaceTempView("input")
     result = None
@@ -54,12 +54,12 @@ def apply_preprocess(spark: SparkSession, df: DataFrame, transform: TransformSql
         for i, step in enumerate(steps, 1):
             try:
                 out = gated_query(spark, step.query, f"preprocess query {i}")
-            except InvalidQuery as e:
-                raise InvalidInput(f"{file}: {e}", file=file) from None
+            except QueryRejected as e:
+                raise InputRejected(f"{file}: {e}", file=file) from None
             except Exception as e:
                 if not is_user_error(e):
                     raise
-                raise InvalidInput(f"preprocess query {i} failed for {file}: {user_message(e)}", file=file) from None
+                raise InputRejected(f"preprocess query {i} failed for {file}: {user_message(e)}", file=file) from None
             if step.alias:
                 out.createOrReplaceTempView(step.alias)
                 created.append(step.alias)
@@ -77,12 +77,12 @@ def apply_event_time(df: DataFrame, column: str, fallback_ms: int | None, file: 
     fallback = F.timestamp_millis(F.lit(fallback_ms)) if fallback_ms is not None else None
     if column not in df.columns:
         if fallback is None:
-            raise InvalidInput(f"{file}: the data has no event-time column '{column}' and the source gave no event"
+            raise InputRejected(f"{file}: the data has no event-time column '{column}' and the source gave no event"
                                f" time (columns: {df.columns})", file=file)
         return df.select(fallback.alias(column), *[col(c) for c in df.columns], F.lit(True).alias(ET_FILLED))
     dt = df.schema[column].dataType
     if not (is_timestamp(dt) or isinstance(dt, DateType)):
-        raise InvalidInput(f"{file}: event-time column '{column}' has type {type_ddl(dt)}; declare it as TIMESTAMP"
+        raise InputRejected(f"{file}: event-time column '{column}' has type {type_ddl(dt)}; declare it as TIMESTAMP"
                            f" or DATE in the read schema or convert it in the preprocess query", file=file)
     if fallback is None:
         return df.withColumn(ET_FILLED, F.lit(False))
@@ -120,7 +120,7 @@ def build_read_frame(spark: SparkSession, phase: ReadPhase, vocab: DatasetVocabu
     result = frames[0]
     for df, src in zip(frames[1:], sources[1:]):
         if sorted(df.columns) != sorted(result.columns):
-            raise InvalidInput(f"{src.display_path} has columns {df.columns} but {sources[0].display_path} has"
+            raise InputRejected(f"{src.display_path} has columns {df.columns} but {sources[0].display_path} has"
                                f" {result.columns}; all inputs of one ingest must have the same columns",
                                file=src.display_path)
         result = result.unionByName(df)

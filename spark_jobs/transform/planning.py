@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 from odf_core.metadata import DatasetVocabulary, TransformSql
 from spark_jobs import sql_gate  # not its names: sql_gate imports this package's catalyst
 from spark_jobs.columns import quote
-from spark_jobs.errors import InvalidQuery, is_user_error, user_message
+from spark_jobs.errors import QueryRejected, is_user_error, user_message
 from spark_jobs.transform.catalyst import Catalyst
 
 STATELESS, STATEFUL = "stateless", "stateful"
@@ -42,15 +42,15 @@ _CLOCK_EXPRESSIONS = frozenset(
 
 def check_transform(transform: TransformSql) -> None:
     if transform.engine.lower() != "spark":
-        raise InvalidQuery(f"transform.engine is {transform.engine!r}; this engine only runs 'spark' queries")
+        raise QueryRejected(f"transform.engine is {transform.engine!r}; this engine only runs 'spark' queries")
     if transform.temporal_tables:
-        raise InvalidQuery(
+        raise QueryRejected(
             "transform.temporalTables is a Flink-specific extension and is not supported by the Spark engine; "
             "use a join over the input's reduced state instead")
     steps = transform.steps()
     outputs = [s for s in steps if s.alias is None]
     if len(outputs) != 1:
-        raise InvalidQuery(f"exactly one query step must have no alias (the output), found {len(outputs)} of "
+        raise QueryRejected(f"exactly one query step must have no alias (the output), found {len(outputs)} of "
                            f"{len(steps)}")
 
 
@@ -69,13 +69,13 @@ def run_steps(session: SparkSession, transform: TransformSql, views: Mapping[str
         label = _step_label(i, step.alias)
         if step.alias is not None:
             if step.alias.lower() in taken:
-                raise InvalidQuery(f"{label}: alias {step.alias!r} is already used by an input or another step")
+                raise QueryRejected(f"{label}: alias {step.alias!r} is already used by an input or another step")
             taken.add(step.alias.lower())
         try:
             df = sql_gate.gated_query(session, step.query, label)
         except Exception as e:  # noqa: BLE001
             if is_user_error(e):
-                raise InvalidQuery(f"{label} failed: {user_message(e)}") from None
+                raise QueryRejected(f"{label} failed: {user_message(e)}") from None
             raise
         if step.alias is None:
             output = df
@@ -107,13 +107,13 @@ def check_purity(cat: Catalyst, analyzed: Any) -> None:
     for node in cat.walk(analyzed):
         name = cat.cls(node)
         if name == "Sample":
-            raise InvalidQuery("TABLESAMPLE is not deterministic and is not allowed in transformations")
+            raise QueryRejected("TABLESAMPLE is not deterministic and is not allowed in transformations")
         if node.children().size() == 0 and name not in _CONSTANT_LEAVES and cat.input_index(node) is None:
-            raise InvalidQuery(f"the query reads a source other than its inputs ({node.nodeName()})")
+            raise QueryRejected(f"the query reads a source other than its inputs ({node.nodeName()})")
         for expr in cat.items(node.expressions()):
             bad = _nondeterministic_in(cat, expr)
             if bad:
-                raise InvalidQuery(f"non-deterministic function {bad}() is not allowed: a transformation must give "
+                raise QueryRejected(f"non-deterministic function {bad}() is not allowed: a transformation must give "
                                    "the same result every time it runs")
 
 
@@ -196,28 +196,28 @@ def layout_of(schema: T.StructType, vocab: DatasetVocabulary, plan_class: str) -
     lower = [n.lower() for n in names]
     dup = sorted({n for n in lower if lower.count(n) > 1})
     if dup:
-        raise InvalidQuery(f"the query output has duplicate column names: {dup}")
+        raise QueryRejected(f"the query output has duplicate column names: {dup}")
     reserved = [n for n in names if n.lower().startswith(RESERVED_PREFIX)]
     if reserved:
-        raise InvalidQuery(f"column names starting with {RESERVED_PREFIX!r} are reserved: {reserved}")
+        raise QueryRejected(f"column names starting with {RESERVED_PREFIX!r} are reserved: {reserved}")
     for sys_col in (vocab.offset, vocab.system_time):
         if sys_col.lower() in lower:
-            raise InvalidQuery(f"the query output must not contain the system column {sys_col!r}: the engine assigns "
+            raise QueryRejected(f"the query output must not contain the system column {sys_col!r}: the engine assigns "
                                "it (select the data columns explicitly)")
     if vocab.event_time.lower() not in lower:
-        raise InvalidQuery(f"the query output has no {vocab.event_time!r} column (columns: {names})")
+        raise QueryRejected(f"the query output has no {vocab.event_time!r} column (columns: {names})")
     et = schema.fields[lower.index(vocab.event_time.lower())]
     if not isinstance(et.dataType, (T.TimestampType, T.TimestampNTZType, T.DateType)):
-        raise InvalidQuery(f"the output column {et.name!r} must be a timestamp or date, got "
+        raise QueryRejected(f"the output column {et.name!r} must be a timestamp or date, got "
                            f"{et.dataType.simpleString()}")
     op_name = None
     if vocab.op.lower() in lower:
         op_field = schema.fields[lower.index(vocab.op.lower())]
         if plan_class == STATEFUL:
-            raise InvalidQuery(f"the query outputs the {vocab.op!r} column but is not row-wise (it is {plan_class}); "
+            raise QueryRejected(f"the query outputs the {vocab.op!r} column but is not row-wise (it is {plan_class}); "
                                "only projections/filters/unions can pass the operation type through")
         if not isinstance(op_field.dataType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-            raise InvalidQuery(f"the output column {op_field.name!r} must be an integer operation type")
+            raise QueryRejected(f"the output column {op_field.name!r} must be an integer operation type")
         op_name = op_field.name
     data = tuple(n for n in names if n not in (et.name, op_name))
     return OutputLayout(tuple(names), et.name, op_name, data)
@@ -240,7 +240,7 @@ def inspect_plan(session: SparkSession, out: DataFrame, vocab: DatasetVocabulary
         optimized = qe.optimizedPlan()
     except Exception as e:  # noqa: BLE001 - constant folding evaluates e.g. 1/0 here
         if is_user_error(e):
-            raise InvalidQuery(f"the query fails: {user_message(e)}") from None
+            raise QueryRejected(f"the query fails: {user_message(e)}") from None
         raise
     plan_class, reason = classify(cat, optimized)
     layout = layout_of(out.schema, vocab, plan_class)

@@ -19,7 +19,7 @@ import pytest
 from odf_core.engine import remote_engine
 from odf_core.engine.protocol import SqlRequest, SqlResponseSuccess, SqlTable, ValidateInput, ValidateQueryRequest
 from odf_core.metadata import DatasetVocabulary, RawQueryRequest, RawQueryResponseSuccess, TransformSql
-from spark_jobs.errors import InvalidQuery
+from spark_jobs.errors import QueryRejected
 from spark_jobs.ingest import execute_ingest
 from spark_jobs.queries import raw_query, run_sql
 from spark_jobs.session import request_session
@@ -286,6 +286,6 @@ def test_file_paths_are_refused_even_with_sql_on_files_enabled(spark, sentinel):
     session.read.parquet(str(sentinel.victim)).createOrReplaceTempView("t")
     for query in (f"select * from parquet.`{sentinel.victim}`", f"select * from identifier('parquet.`{sentinel.victim}`')",
                   f"select * from t join parquet.`{sentinel.victim}` using (k)"):
-        with pytest.raises(InvalidQuery, match="only the request's views can be read"):
+        with pytest.raises(QueryRejected, match="only the request's views can be read"):
             gated_query(session, query)
     assert gated_query(session, "select count(*) from t").collect()[0][0] == 2
