@@ -1,4 +1,5 @@
-"""Transform planning: run the SQL steps, check the query is pure, and classify its analysed/optimised plan.
+"""Transform planning: run the SQL steps (:mod:`spark_jobs.sql_steps`), check the query is pure, and classify its
+analysed/optimised plan.
 
 * **stateless**: every plan node is row-wise (projections, filters, unions, generators such as ``explode``, sorts)
   over the inputs: the query runs over the new rows only.
@@ -19,8 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from odf_core.metadata import DatasetVocabulary, TransformSql
-from spark_jobs import sql_gate  # not its names: sql_gate imports this package's catalyst
-from spark_jobs.columns import quote
+from spark_jobs import sql_steps  # not its names: sql_steps imports sql_gate, which imports this package
 from spark_jobs.errors import QueryRejected, is_user_error, user_message
 from spark_jobs.transform.catalyst import Catalyst
 
@@ -38,51 +38,6 @@ _CONSTANT_LEAVES = frozenset({"LocalRelation", "OneRowRelation", "Range", "CTERe
 _CLOCK_EXPRESSIONS = frozenset(
     {"CurrentTimestamp", "Now", "CurrentDate", "LocalTimestamp", "CurrentTime", "CurrentBatchTimestamp",
      "CurrentUser", "CurrentTimestampNTZ"})
-
-
-def check_transform(transform: TransformSql) -> None:
-    if transform.engine.lower() != "spark":
-        raise QueryRejected(f"transform.engine is {transform.engine!r}; this engine only runs 'spark' queries")
-    if transform.temporal_tables:
-        raise QueryRejected(
-            "transform.temporalTables is a Flink-specific extension and is not supported by the Spark engine; "
-            "use a join over the input's reduced state instead")
-    steps = transform.steps()
-    outputs = [s for s in steps if s.alias is None]
-    if len(outputs) != 1:
-        raise QueryRejected(f"exactly one query step must have no alias (the output), found {len(outputs)} of "
-                           f"{len(steps)}")
-
-
-def _step_label(i: int, alias: str | None) -> str:
-    return f"query step {i} (alias {alias!r})" if alias else f"query step {i} (output)"
-
-
-def run_steps(session: SparkSession, transform: TransformSql, views: Mapping[str, DataFrame]) -> DataFrame:
-    """Register inputs and aliased steps as temp views; return the output step's DataFrame (each step through the SQL
-    gate: one query, nothing executed)."""
-    for alias, df in views.items():
-        df.createOrReplaceTempView(quote(alias))
-    taken = {a.lower() for a in views}
-    output: DataFrame | None = None
-    for i, step in enumerate(transform.steps()):
-        label = _step_label(i, step.alias)
-        if step.alias is not None:
-            if step.alias.lower() in taken:
-                raise QueryRejected(f"{label}: alias {step.alias!r} is already used by an input or another step")
-            taken.add(step.alias.lower())
-        try:
-            df = sql_gate.gated_query(session, step.query, label)
-        except Exception as e:  # noqa: BLE001
-            if is_user_error(e):
-                raise QueryRejected(f"{label} failed: {user_message(e)}") from None
-            raise
-        if step.alias is None:
-            output = df
-        else:
-            df.createOrReplaceTempView(quote(step.alias))
-    assert output is not None  # guaranteed by check_transform
-    return output
 
 
 def _nondeterministic_in(cat: Catalyst, expr: Any) -> str | None:
@@ -250,8 +205,7 @@ def inspect_plan(session: SparkSession, out: DataFrame, vocab: DatasetVocabulary
 
 def prepare(session: SparkSession, transform: TransformSql, views: Mapping[str, DataFrame],
             vocab: DatasetVocabulary) -> tuple[DataFrame, PlanInfo]:
-    check_transform(transform)
-    out = run_steps(session, transform, views)
+    out = sql_steps.run_steps(session, transform, views, sql_steps.TRANSFORM)
     return out, inspect_plan(session, out, vocab)
 
 

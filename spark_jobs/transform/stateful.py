@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from odf_core.errors import SchemaEvolutionError
 from odf_core.metadata import DatasetVocabulary, OffsetInterval, TransformRequest, TransformSql
+from spark_jobs import sql_steps  # not its names: sql_steps imports sql_gate, which imports this package
 from spark_jobs.columns import col
 from spark_jobs.errors import EngineFailure, QueryRejected
 from spark_jobs.parquet_files import local_path, write_single_parquet
@@ -37,7 +38,7 @@ from spark_jobs.transform.inputs import (
     remember_schema,
 )
 from spark_jobs.transform.output import finalize, normalize, normalized, plain_alias, sort_columns, write_output
-from spark_jobs.transform.planning import STATEFUL, OutputLayout, PlanInfo, layout_of, run_steps
+from spark_jobs.transform.planning import STATEFUL, OutputLayout, PlanInfo, layout_of
 
 
 def input_ends(inputs: Sequence[QueryInput], prev: Checkpoint | None) -> dict[str, int | None]:
@@ -222,7 +223,7 @@ def output_rows(session: SparkSession, transform: TransformSql, vocab: DatasetVo
         changelog = idx in op_read
         modes[inp.alias] = "changelog" if changelog else "reduced"
         views[inp.alias] = history_rows(session, inp, schema, ends[inp.alias], changelog)
-    out = run_steps(session, transform, views)
+    out = sql_steps.run_steps(session, transform, views, sql_steps.TRANSFORM)
     from spark_jobs.transform.catalyst import Catalyst
     from spark_jobs.transform.incremental import canonical
 

@@ -210,9 +210,9 @@ def _ingest_request(sentinel: Sentinel, query: str):
 # surface: (request builder, in-process engine function, label the gate names the statement with)
 SURFACES: dict[str, tuple[Callable[[Sentinel, str], Any], Callable[[Any, Any], Any], str]] = {
     "sql": (_sql_request, run_sql, "statement 1"),
-    "raw-query": (_raw_request, raw_query, "query step 1"),
-    "transform-validation": (_validate_request, validate_query, "query step 0 (output)"),
-    "ingest-preprocess": (_ingest_request, execute_ingest, "preprocess query 1"),
+    "raw-query": (_raw_request, raw_query, "query step 1 (output)"),
+    "transform-validation": (_validate_request, validate_query, "query step 1 (output)"),
+    "ingest-preprocess": (_ingest_request, execute_ingest, "preprocess query 1 (output)"),
 }
 
 
