@@ -119,16 +119,16 @@ def _check_parsed(cat: Catalyst, plan: Any, what: str, files_readable: bool) -> 
             raise QueryRejected(f"only a query is allowed: {what} runs an external program (TRANSFORM ... USING)")
         if name not in QUERY_OPERATORS:
             raise QueryRejected(f"only a query is allowed: {what} uses {node.nodeName()}, which is not a query "
-                               "operator")
+                                "operator")
         if name == "UnresolvedTableValuedFunction":
             fn = str(cat.items(node.name())[-1]).lower()
             if fn not in TABLE_FUNCTIONS:
                 raise QueryRejected(f"table function {fn}() is not allowed in {what}: only "
-                                   f"{', '.join(sorted(TABLE_FUNCTIONS))} can be used")
+                                    f"{', '.join(sorted(TABLE_FUNCTIONS))} can be used")
         if files_readable and name in ("UnresolvedRelation", "PlanWithUnresolvedIdentifier") and (
                 name != "UnresolvedRelation" or node.multipartIdentifier().size() > 1):
             raise QueryRejected(f"{what} reads {node.nodeName()} {_short(str(node.toString()))!r}: only the request's "
-                               "views can be read")
+                                "views can be read")
         for expr in _expressions(cat, node):
             ename = Catalyst.cls(expr)
             if ename == "UnresolvedFunction":
@@ -137,7 +137,7 @@ def _check_parsed(cat: Catalyst, plan: Any, what: str, files_readable: bool) -> 
                 ident = expr.identifierExpr()
                 if Catalyst.cls(ident) != "Literal":
                     raise QueryRejected(f"{what} names a function with a computed IDENTIFIER(...): only a literal "
-                                       "name is allowed")
+                                        "name is allowed")
                 _check_function_name(str(ident.value()).split(".")[-1].strip("`"), what)
 
 
@@ -152,7 +152,7 @@ def _check_analysed(cat: Catalyst, plan: Any, what: str) -> None:
         name = Catalyst.cls(node)
         if not in_view and node.children().size() == 0 and name not in _CONSTANT_LEAVES:
             raise QueryRejected(f"{what} reads {node.nodeName()} {_short(str(node.simpleString(2)))!r}, which is not "
-                               "one of the request's views: only the views can be read")
+                                "one of the request's views: only the views can be read")
         for expr in _expressions(cat, node):
             ename = Catalyst.cls(expr)
             if ename in _REFUSED_EXPRESSIONS:
@@ -160,4 +160,4 @@ def _check_analysed(cat: Catalyst, plan: Any, what: str) -> None:
                 raise QueryRejected(f"function {fn}() is not allowed in {what}: {REFUSED_FUNCTIONS[fn]}")
             if "UDF" in ename.upper() or "UDAF" in ename.upper() or ename == "SQLFunctionExpression":
                 raise QueryRejected(f"function {expr.prettyName()}() is not allowed in {what}: user-defined "
-                                   "functions cannot run in the engine")
+                                    "functions cannot run in the engine")

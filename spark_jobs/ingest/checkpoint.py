@@ -67,5 +67,5 @@ def usable_checkpoint(merge: MergePhase) -> str | None:
     if not merge.prev_data_paths:
         desc = f"{meta.get('strategy')}(primaryKey={meta.get('primaryKey')})" if meta else "another writer"
         raise InputRejected(f"the previous checkpoint {path} was written by {desc} and cannot be used for"
-                           f" {describe(merge.strategy)}, and no previous data was given to rebuild the state")
+                            f" {describe(merge.strategy)}, and no previous data was given to rebuild the state")
     return None

@@ -116,8 +116,8 @@ def locate_cast_failure(check: str, sources: Sequence[SourceInfo]) -> InputRejec
                     continue
                 if isinstance(rec, dict) and rec.get(m["col"]) is not None and _as_text(rec[m["col"]]) == m["value"]:
                     return InputRejected(f"cannot read {m['file']}: {src.numbering} {n}: column '{m['col']}': value "
-                                        f"'{m['value']}' is not a valid {m['type']}", file=m["file"],
-                                        **{src.numbering: n})
+                                         f"'{m['value']}' is not a valid {m['type']}", file=m["file"],
+                                         **{src.numbering: n})
     except OSError:
         pass
     return None

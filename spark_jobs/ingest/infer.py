@@ -47,8 +47,8 @@ def rename_system_columns(df: DataFrame, vocab: DatasetVocabulary, file: str) ->
     taken = [f"_{c}" for c in clashes if f"_{c}" in df.columns]
     if taken:
         raise InputRejected(f"cannot read {file}: column(s) {clashes} are named like system columns and would be "
-                           f"renamed to {taken}, which the data already has; declare a read schema or a preprocess "
-                           "query", file=file)
+                            f"renamed to {taken}, which the data already has; declare a read schema or a preprocess "
+                            "query", file=file)
     return df.select(*[col(c).alias(f"_{c}" if c in system else c) for c in df.columns])
 
 

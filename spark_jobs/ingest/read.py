@@ -2,8 +2,9 @@
 
 Per input file the read step runs, then the preprocess query (:mod:`spark_jobs.ingest.preprocess`) or, for a source
 without read schema and preprocess query, the inference rules of :mod:`spark_jobs.ingest.infer`; then the event time
-is filled in from the source's time where the data has none. The hidden boolean column ``__odf_event_time_from_source`` remembers where that happened:
-Snapshot must not count a filled-in time as a change of the row.
+is filled in from the source's time where the data has none. The hidden boolean column
+``__odf_event_time_from_source`` remembers where that happened: Snapshot must not count a filled-in time as a change
+of the row.
 
 An empty file is no rows of the read schema; without a read schema it is nothing at all (as in the reference
 implementation): it is skipped, and when every input is, the read has no frame and the transaction commits only its
@@ -43,12 +44,12 @@ def apply_event_time(df: DataFrame, column: str, fallback_ms: int | None, file: 
     if column not in df.columns:
         if fallback is None:
             raise InputRejected(f"{file}: the data has no event-time column '{column}' and the source gave no event"
-                               f" time (columns: {df.columns})", file=file)
+                                f" time (columns: {df.columns})", file=file)
         return df.select(fallback.alias(column), *[col(c) for c in df.columns], F.lit(True).alias(ET_FILLED))
     dt = df.schema[column].dataType
     if not (is_timestamp(dt) or isinstance(dt, DateType)):
         raise InputRejected(f"{file}: event-time column '{column}' has type {type_ddl(dt)}; declare it as TIMESTAMP"
-                           f" or DATE in the read schema or convert it in the preprocess query", file=file)
+                            f" or DATE in the read schema or convert it in the preprocess query", file=file)
     if fallback is None:
         return df.withColumn(ET_FILLED, F.lit(False))
     fill = F.to_date(fallback) if isinstance(dt, DateType) else fallback
@@ -88,7 +89,7 @@ def build_read_frame(spark: SparkSession, phase: ReadPhase, vocab: DatasetVocabu
     for df, src in zip(frames[1:], sources[1:]):
         if sorted(df.columns) != sorted(result.columns):
             raise InputRejected(f"{src.display_path} has columns {df.columns} but {sources[0].display_path} has"
-                               f" {result.columns}; all inputs of one ingest must have the same columns",
-                               file=src.display_path)
+                                f" {result.columns}; all inputs of one ingest must have the same columns",
+                                file=src.display_path)
         result = result.unionByName(df)
     return ReadFrame(result, sources)

@@ -69,7 +69,7 @@ def check_purity(cat: Catalyst, analyzed: Any) -> None:
             bad = _nondeterministic_in(cat, expr)
             if bad:
                 raise QueryRejected(f"non-deterministic function {bad}() is not allowed: a transformation must give "
-                                   "the same result every time it runs")
+                                    "the same result every time it runs")
 
 
 def classify(cat: Catalyst, optimized: Any) -> tuple[str, str]:
@@ -158,19 +158,19 @@ def layout_of(schema: T.StructType, vocab: DatasetVocabulary, plan_class: str) -
     for sys_col in (vocab.offset, vocab.system_time):
         if sys_col.lower() in lower:
             raise QueryRejected(f"the query output must not contain the system column {sys_col!r}: the engine assigns "
-                               "it (select the data columns explicitly)")
+                                "it (select the data columns explicitly)")
     if vocab.event_time.lower() not in lower:
         raise QueryRejected(f"the query output has no {vocab.event_time!r} column (columns: {names})")
     et = schema.fields[lower.index(vocab.event_time.lower())]
     if not isinstance(et.dataType, (T.TimestampType, T.TimestampNTZType, T.DateType)):
         raise QueryRejected(f"the output column {et.name!r} must be a timestamp or date, got "
-                           f"{et.dataType.simpleString()}")
+                            f"{et.dataType.simpleString()}")
     op_name = None
     if vocab.op.lower() in lower:
         op_field = schema.fields[lower.index(vocab.op.lower())]
         if plan_class == STATEFUL:
             raise QueryRejected(f"the query outputs the {vocab.op!r} column but is not row-wise (it is {plan_class}); "
-                               "only projections/filters/unions can pass the operation type through")
+                                "only projections/filters/unions can pass the operation type through")
         if not isinstance(op_field.dataType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
             raise QueryRejected(f"the output column {op_field.name!r} must be an integer operation type")
         op_name = op_field.name

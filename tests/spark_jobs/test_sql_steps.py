@@ -72,6 +72,8 @@ def test_a_failing_or_clashing_step_is_named_the_same_way_on_every_surface(spark
     with pytest.raises(QueryRejected, match=r"^query step 2 \(output\) failed: .*UNRESOLVED_COLUMN.*nope"):
         run_steps(session, _steps(("s", "select k from input"), (None, "select nope from s")), {"input": inputs},
                   RAW_QUERY)
+    session = request_session(spark)  # a session of its own: the raw query's views are kept
+    inputs = session.createDataFrame([("a", 1)], "k string, x int")
     with pytest.raises(QueryRejected, match=r"^preprocess query 1 \(alias 'INPUT'\): alias 'INPUT' is already used"):
         run_steps(session, _steps(("INPUT", "select 1"), (None, "select * from input")), {"input": inputs},
                   PREPROCESS, drop_views=True)

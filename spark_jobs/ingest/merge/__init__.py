@@ -102,7 +102,7 @@ def require_columns(names: Sequence[str], available: Sequence[str], what: str) -
     for name in names:
         if name not in available:
             raise InputRejected(f"{what} column '{name}' is not in the data (available columns:"
-                               f" {[c for c in available if c not in HIDDEN]})")
+                                f" {[c for c in available if c not in HIDDEN]})")
 
 
 def null_safe_join_cond(left: Sequence[Any], right: Sequence[Any]) -> Any:
@@ -241,7 +241,7 @@ def prepare_merge_input(df: DataFrame, vocab: DatasetVocabulary, phase: MergePha
     cols = [c for c in df.columns if c not in HIDDEN and not (takes_op and c == vocab.op)]
     if takes_op and OP_INPUT[kind] and vocab.op not in df.columns:
         raise InputRejected(f"{kind} needs the operation type column '{vocab.op}' in the data (0 append, 1 retract, "
-                           f"2 correct-from, 3 correct-to; columns: {cols})")
+                            f"2 correct-from, 3 correct-to; columns: {cols})")
     clash = [c for c in vocab.system_columns if c in cols]
     if clash:
         raise InputRejected(f"the data must not contain the system column(s) {clash}; they are added by the ingest")
@@ -250,7 +250,7 @@ def prepare_merge_input(df: DataFrame, vocab: DatasetVocabulary, phase: MergePha
     et_type = df.schema[vocab.event_time].dataType
     if not (is_timestamp(et_type) or isinstance(et_type, DateType)):
         raise InputRejected(f"event-time column '{vocab.event_time}' has type {type_ddl(et_type)}; it must be"
-                           f" TIMESTAMP or DATE")
+                            f" TIMESTAMP or DATE")
     require_columns(primary_key(phase.strategy), cols, "primary key")
     require_columns(getattr(phase.strategy, "compare_columns", None) or (), cols, "compare")
     data = [vocab.event_time] + [c for c in cols if c != vocab.event_time]
@@ -295,7 +295,7 @@ def check_not_null(counts: dict[str, int], columns: Sequence[str]) -> None:
     bad = [f"column '{c}' has {counts[c]} null value(s)" for c in dict.fromkeys(columns) if counts.get(c)]
     if bad:
         raise InputRejected(f"{'; '.join(bad)}, but the source's read schema or the dataset's schema declares it NOT "
-                           "NULL")
+                            "NULL")
 
 
 OPS = (0, 1, 2, 3)
@@ -322,7 +322,7 @@ def check_ops(df: DataFrame, op: str) -> None:
     bad = df.where(col(op).isNull() | ~col(op).isin(*OPS)).select(col(op)).limit(1).collect()
     if bad:
         raise InputRejected(f"column '{op}' (the operation type) holds {bad[0][0]!r}: expected 0 (append), 1 (retract),"
-                           " 2 (correct-from) or 3 (correct-to)")
+                            " 2 (correct-from) or 3 (correct-to)")
 
 
 def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: DatasetVocabulary,

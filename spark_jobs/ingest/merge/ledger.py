@@ -133,8 +133,8 @@ def _duplicates(ctx: MergeContext, inp: MergeInput, n: int, key: str | None) -> 
     inp.duplicate_rows, inp.duplicate_key = n, key
     if n and ctx.phase.duplicates == "error":
         raise InputRejected(f"{n} row(s) repeat the primary key ({', '.join(ctx.pk)}) of an earlier row of the same "
-                           f"input, e.g. {key}; refused because duplicates is 'error' ('first' keeps the first row "
-                           "per key)")
+                            f"input, e.g. {key}; refused because duplicates is 'error' ('first' keeps the first row "
+                            "per key)")
 
 
 def _spark_plan(ctx: MergeContext, inp: MergeInput, parts: list[str], seen: SeenKeys

@@ -106,12 +106,12 @@ def check_encoding(inp: IngestInputFile, encoding: str, chunk_bytes: int = 16 <<
                 bad = chunk[start:start + 4]
                 if newline is None:
                     raise InputRejected(f"cannot read {inp.display_name}: byte {consumed + start}: bytes {bad!r} are "
-                                       f"not valid {encoding} text (set the read step's encoding)",
-                                       file=inp.display_name) from None
+                                        f"not valid {encoding} text (set the read step's encoding)",
+                                        file=inp.display_name) from None
                 line += chunk[:start].count(newline)
                 raise InputRejected(f"cannot read {inp.display_name}: line {line}: bytes {bad!r} are not valid "
-                                   f"{encoding} text (set the read step's encoding)", file=inp.display_name,
-                                   line=line) from None
+                                    f"{encoding} text (set the read step's encoding)", file=inp.display_name,
+                                    line=line) from None
             if not chunk:
                 return
             line += chunk.count(newline) if newline else 0

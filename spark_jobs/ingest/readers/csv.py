@@ -87,4 +87,4 @@ def check_header(inp: IngestInputFile, encoding: str, opts: dict[str, str], colu
         text = line.strip()
         text = text if len(text) <= 80 else text[:77] + "..."
         raise InputRejected(f"cannot read {inp.display_name}: line 1: the header has {len(fields)} field(s) but the "
-                           f"read schema declares {columns} column(s): {text!r}", file=inp.display_name, line=1)
+                            f"read schema declares {columns} column(s): {text!r}", file=inp.display_name, line=1)

@@ -52,7 +52,7 @@ def read_geojson(spark: SparkSession, step: ReadStepGeoJson, inp: IngestInputFil
     if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection" or not isinstance(doc.get("features"),
                                                                                              list):
         raise InputRejected(f"cannot read {inp.display_name}: expected a GeoJSON FeatureCollection with a "
-                           "'features' array", file=inp.display_name)
+                            "'features' array", file=inp.display_name)
 
     def records() -> Iterator[dict[str, Any]]:
         for i, feat in enumerate(doc["features"], 1):
@@ -82,7 +82,7 @@ def read_ndgeojson(spark: SparkSession, step: ReadStepNdGeoJson, inp: IngestInpu
                     feat = json.loads(line)
                 except ValueError as e:
                     raise InputRejected(f"cannot read {inp.display_name}: line {n}: invalid JSON: {e}",
-                                       file=inp.display_name, line=n) from None
+                                        file=inp.display_name, line=n) from None
                 rec, err = feature_record(feat, f"line {n}")
                 if err:
                     raise InputRejected(f"cannot read {inp.display_name}: {err}", file=inp.display_name, line=n)

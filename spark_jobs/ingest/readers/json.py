@@ -110,10 +110,10 @@ def load_json_document(inp: IngestInputFile, encoding: str) -> Any:
             return json.load(f)
     except json.JSONDecodeError as e:
         raise InputRejected(f"cannot read {inp.display_name}: line {e.lineno} column {e.colno}: invalid JSON: "
-                           f"{e.msg}", file=inp.display_name, line=e.lineno) from None
+                            f"{e.msg}", file=inp.display_name, line=e.lineno) from None
     except UnicodeDecodeError as e:
         raise InputRejected(f"cannot read {inp.display_name}: not valid {encoding} text: {e}",
-                           file=inp.display_name) from None
+                            file=inp.display_name) from None
 
 
 @reader(ReadStepNdJson)
@@ -139,18 +139,18 @@ def read_json(spark: SparkSession, step: ReadStepJson, inp: IngestInputFile, wor
         for part in step.sub_path.split("."):
             if not isinstance(node, dict) or part not in node:
                 raise InputRejected(f"cannot read {inp.display_name}: subPath {step.sub_path!r} not found (no key "
-                                   f"{part!r})", file=inp.display_name)
+                                    f"{part!r})", file=inp.display_name)
             node = node[part]
     if not isinstance(node, list):
         where = f"subPath {step.sub_path!r}" if step.sub_path else "the root element"
         raise InputRejected(f"cannot read {inp.display_name}: {where} is not an array of records",
-                           file=inp.display_name)
+                            file=inp.display_name)
 
     def records() -> Iterator[dict[str, Any]]:
         for i, rec in enumerate(node, 1):
             if not isinstance(rec, dict):
                 raise InputRejected(f"cannot read {inp.display_name}: record {i} is not a JSON object",
-                                   file=inp.display_name, record=i)
+                                    file=inp.display_name, record=i)
             yield rec
 
     tmp = work.path("records.ndjson")

@@ -19,6 +19,6 @@ def read_parquet(spark: SparkSession, step: ReadStepParquet, inp: IngestInputFil
         missing = [f.name for f in schema.fields if f.name not in df.columns]
         if missing:
             raise InputRejected(f"cannot read {inp.display_name}: column(s) {missing} of the schema are not in the "
-                               f"file (available: {df.columns})", file=inp.display_name)
+                                f"file (available: {df.columns})", file=inp.display_name)
         df = df.select(*[col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
     return df, SourceInfo(inp.display_name, inp.path, "other")

@@ -57,7 +57,7 @@ def _members(path: str, sub_path: str | None, display: str) -> tuple[str, Callab
     if len(candidates) != 1:
         what = "no .shp file" if not candidates else f"several .shp files {candidates}"
         raise InputRejected(f"cannot read {display}: {what} match subPath {sub_path!r}" if sub_path else
-                           f"cannot read {display}: {what} found; set subPath to choose one", file=display)
+                            f"cannot read {display}: {what} found; set subPath to choose one", file=display)
     return candidates[0], read_member
 
 
@@ -144,10 +144,10 @@ def open_shapefile(inp: IngestInputFile, sub_path: str | None) -> tuple[StructTy
             fields = r.fields[1:]  # the first is the deletion flag
             if any(f.name == GEOMETRY for f in fields):
                 raise InputRejected(f"cannot read {display}: a dbf field named '{GEOMETRY}' clashes with the "
-                                   "geometry column", file=display)
+                                    "geometry column", file=display)
             if len(r.shapes()) != r.numRecords:
                 raise InputRejected(f"cannot read {display}: {shp_name} has {len(r.shapes())} shapes but {stem}.dbf "
-                                   f"has {r.numRecords} records", file=display)
+                                    f"has {r.numRecords} records", file=display)
             rows = []
             for sr in r.iterShapeRecords():
                 rec = {k: _value(v) for k, v in sr.record.as_dict().items()}
