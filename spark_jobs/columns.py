@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 
 
 def quote(name: str) -> str:
@@ -62,7 +62,7 @@ def parse_ddl(ddl: str, where: str) -> StructType:
     try:
         return StructType.fromDDL(ddl)
     except Exception as e:  # ParseException and friends
-        raise InvalidInput(f"{where}: invalid DDL schema {ddl!r}: {user_message(e)}") from None
+        raise InputRejected(f"{where}: invalid DDL schema {ddl!r}: {user_message(e)}") from None
 
 
 def is_timestamp(dt: DataType) -> bool:

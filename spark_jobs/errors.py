@@ -18,8 +18,10 @@ USER_SQLSTATE_CLASSES = ("22", "42", "0A", "KD", "P0")
 ENGINE_CHECK_PREFIX = "ODF_CHECK:"
 
 
-class InvalidInput(Exception):
-    """Bad data or a read/merge setting that does not fit it: reported to the user with file and line."""
+class InputRejected(Exception):
+    """The engine refuses an ingest's input: bad data or a read/merge setting that does not fit it. Answered as the
+    protocol's ``IngestResponseInvalidInput`` (with file and line); not ``odf_core``'s ``InvalidInput``, which the
+    coordinator raises from that answer."""
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
                  record: int | None = None):
@@ -27,8 +29,9 @@ class InvalidInput(Exception):
         self.message, self.file, self.line, self.record = message, file, line, record
 
 
-class InvalidQuery(Exception):
-    """The query (or its output) breaks the engine contract."""
+class QueryRejected(Exception):
+    """The engine refuses a query: it (or its output) breaks the engine contract. Answered as the protocol's
+    ``InvalidQuery`` response; not ``odf_core``'s ``InvalidQuery``, which the coordinator raises from that answer."""
 
 
 class EngineFailure(Exception):
@@ -170,10 +173,11 @@ def os_error(exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
-def internal_error(exc: BaseException) -> EngineInternalError:
-    """The engine's answer to a failure that is not the user's. A full disk is named as such (message ``no space
-    left on device``, error class ``ENOSPC``: one of ``DISK_ERROR_CLASSES``), so the coordinator can say where it was
-    writing."""
+def internal_error_response(exc: BaseException) -> EngineInternalError:
+    """The engine's answer to a failure that is not the user's: the protocol's ``InternalError`` response (the
+    coordinator's exception made from it is ``odf_core.engine.internal_error``). A full disk is named as such (message
+    ``no space left on device``, error class ``ENOSPC``: one of ``DISK_ERROR_CLASSES``), so the coordinator can say
+    where it was writing."""
     backtrace = "".join(traceback.format_exception(exc))
     disk = os_error(exc)
     if disk is not None:
@@ -188,12 +192,13 @@ R = TypeVar("R")
 
 def always_answer(run: Callable[[], R], *, invalid: Callable[[Exception], R],
                   internal: Callable[[EngineInternalError], R] = lambda e: e,  # type: ignore[assignment,return-value]
-                  rejected: tuple[type[Exception], ...] = (InvalidQuery,), user_errors: str | None = "",
+                  rejected: tuple[type[Exception], ...] = (QueryRejected,), user_errors: str | None = "",
                   explain: Callable[[Exception], R | None] | None = None) -> R:
     """``run()``, or the answer to its failure: the engine never raises out of a request. ``rejected`` (our own checks)
     and, unless ``user_errors`` is None, a Spark error that is the user's (its message after the ``user_errors``
-    prefix, as an :class:`InvalidQuery`) answer ``invalid``; ``explain`` may name the user's mistake behind any other
-    failure first; everything else is the engine's own failure (:func:`internal_error`: one line and a trace)."""
+    prefix, as an :class:`QueryRejected`) answer ``invalid``; ``explain`` may name the user's mistake behind any other
+    failure first; everything else is the engine's own failure (:func:`internal_error_response`: one line and a
+    trace)."""
     try:
         return run()
     except rejected as e:
@@ -209,5 +214,5 @@ def always_answer(run: Callable[[], R], *, invalid: Callable[[Exception], R],
             if explained is not None:
                 return explained
         if user_errors is not None and is_user_error(e):
-            return invalid(InvalidQuery(user_errors + user_message(e)))
-        return internal(internal_error(e))
+            return invalid(QueryRejected(user_errors + user_message(e)))
+        return internal(internal_error_response(e))

@@ -1,7 +1,7 @@
 """Queries that produce no dataset block: the spec's raw query (a query over files) and read-only ad-hoc SQL."""
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from odf_core.engine.protocol import QueryResponseInvalidQuery, SqlRequest, SqlResponse, SqlResponseSuccess
 from odf_core.metadata import (
@@ -9,35 +9,13 @@ from odf_core.metadata import (
     RawQueryResponseInternalError,
     RawQueryResponseInvalidQuery,
     RawQueryResponseSuccess,
-    TransformSql,
 )
 from spark_jobs.columns import quote
-from spark_jobs.errors import InvalidQuery, always_answer, is_user_error, user_message
+from spark_jobs.errors import always_answer
 from spark_jobs.parquet_files import write_single_parquet
 from spark_jobs.session import request_session
 from spark_jobs.sql_gate import gated_query
-
-
-def _run_steps(session: SparkSession, transform: TransformSql) -> DataFrame:
-    if transform.engine.lower() != "spark":
-        raise InvalidQuery(f"engine {transform.engine!r} is not supported by the Spark engine; use engine 'spark'")
-    result = None
-    steps = transform.steps()
-    if sum(1 for s in steps if not s.alias) != 1:
-        raise InvalidQuery("exactly one query step must have no alias (it is the result)")
-    for i, step in enumerate(steps, 1):
-        try:
-            out = gated_query(session, step.query, f"query step {i}")
-        except Exception as e:  # noqa: BLE001
-            if is_user_error(e):
-                raise InvalidQuery(f"query step {i} failed: {user_message(e)}") from None
-            raise
-        if step.alias:
-            out.createOrReplaceTempView(quote(step.alias))
-        else:
-            result = out
-    assert result is not None
-    return result
+from spark_jobs.sql_steps import RAW_QUERY, run_steps
 
 
 def raw_query(spark: SparkSession, request: RawQueryRequest):
@@ -46,8 +24,8 @@ def raw_query(spark: SparkSession, request: RawQueryRequest):
         import pyarrow.parquet as pq
 
         session = request_session(spark)
-        session.read.parquet(*request.input_data_paths).createOrReplaceTempView("input")
-        out = _run_steps(session, request.transform)
+        inputs = session.read.parquet(*request.input_data_paths)
+        out = run_steps(session, request.transform, {"input": inputs}, RAW_QUERY)
         write_single_parquet(out, request.output_data_path)
         return RawQueryResponseSuccess(num_records=pq.ParquetFile(request.output_data_path).metadata.num_rows)
 

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs.errors import InvalidQuery, innermost
+from spark_jobs.errors import QueryRejected, innermost
 from spark_jobs.transform.catalyst import Catalyst
 
 #: Operators of a parsed query (unresolved plan): anything else, a command in particular, is refused.
@@ -50,7 +50,7 @@ _LOGICAL_PLAN = "org.apache.spark.sql.catalyst.plans.logical.LogicalPlan"
 
 def gated_query(session: SparkSession, text: str, what: str = "statement 1") -> DataFrame:
     """The DataFrame of ``text`` (analysed, nothing executed) if it is one query that passes the gate; else
-    :class:`InvalidQuery` naming ``what`` (``statement 1``, ``query step 2``...). Spark's own parse and analysis
+    :class:`QueryRejected` naming ``what`` (``statement 1``, ``query step 2``...). Spark's own parse and analysis
     errors (unknown columns...) propagate unchanged."""
     cat = Catalyst(session)
     plan = _parse(cat, text, what)
@@ -75,13 +75,13 @@ def _parse(cat: Catalyst, text: str, what: str) -> Any:
         done, rest = split_statements(body)
         statements = done + ([rest.strip()] if rest.strip() else [])
         if len(statements) > 1:
-            raise InvalidQuery(f"only one statement is allowed: {what} is followed by {_short(statements[1])!r}") \
+            raise QueryRejected(f"only one statement is allowed: {what} is followed by {_short(statements[1])!r}") \
                 from None
         raise failure from None
     command = next((n for n, _ in _plans(cat, plan) if Catalyst.cls(n) not in QUERY_OPERATORS), plan)
     err = innermost(failure)
     condition = f" [{err.condition}]" if err is not None else ""
-    raise InvalidQuery(f"only a query is allowed: {what} is a command ({Catalyst.cls(command)}){condition}") from None
+    raise QueryRejected(f"only a query is allowed: {what} is a command ({Catalyst.cls(command)}){condition}") from None
 
 
 def _short(text: str, n: int = 40) -> str:
@@ -116,19 +116,19 @@ def _check_parsed(cat: Catalyst, plan: Any, what: str, files_readable: bool) -> 
     for node, _ in _plans(cat, plan):
         name = Catalyst.cls(node)
         if name == "ScriptTransformation":
-            raise InvalidQuery(f"only a query is allowed: {what} runs an external program (TRANSFORM ... USING)")
+            raise QueryRejected(f"only a query is allowed: {what} runs an external program (TRANSFORM ... USING)")
         if name not in QUERY_OPERATORS:
-            raise InvalidQuery(f"only a query is allowed: {what} uses {node.nodeName()}, which is not a query "
-                               "operator")
+            raise QueryRejected(f"only a query is allowed: {what} uses {node.nodeName()}, which is not a query "
+                                "operator")
         if name == "UnresolvedTableValuedFunction":
             fn = str(cat.items(node.name())[-1]).lower()
             if fn not in TABLE_FUNCTIONS:
-                raise InvalidQuery(f"table function {fn}() is not allowed in {what}: only "
-                                   f"{', '.join(sorted(TABLE_FUNCTIONS))} can be used")
+                raise QueryRejected(f"table function {fn}() is not allowed in {what}: only "
+                                    f"{', '.join(sorted(TABLE_FUNCTIONS))} can be used")
         if files_readable and name in ("UnresolvedRelation", "PlanWithUnresolvedIdentifier") and (
                 name != "UnresolvedRelation" or node.multipartIdentifier().size() > 1):
-            raise InvalidQuery(f"{what} reads {node.nodeName()} {_short(str(node.toString()))!r}: only the request's "
-                               "views can be read")
+            raise QueryRejected(f"{what} reads {node.nodeName()} {_short(str(node.toString()))!r}: only the request's "
+                                "views can be read")
         for expr in _expressions(cat, node):
             ename = Catalyst.cls(expr)
             if ename == "UnresolvedFunction":
@@ -136,28 +136,28 @@ def _check_parsed(cat: Catalyst, plan: Any, what: str, files_readable: bool) -> 
             elif ename == "ExpressionWithUnresolvedIdentifier":
                 ident = expr.identifierExpr()
                 if Catalyst.cls(ident) != "Literal":
-                    raise InvalidQuery(f"{what} names a function with a computed IDENTIFIER(...): only a literal "
-                                       "name is allowed")
+                    raise QueryRejected(f"{what} names a function with a computed IDENTIFIER(...): only a literal "
+                                        "name is allowed")
                 _check_function_name(str(ident.value()).split(".")[-1].strip("`"), what)
 
 
 def _check_function_name(name: str, what: str) -> None:
     reason = REFUSED_FUNCTIONS.get(name.lower())
     if reason:
-        raise InvalidQuery(f"function {name.lower()}() is not allowed in {what}: {reason}")
+        raise QueryRejected(f"function {name.lower()}() is not allowed in {what}: {reason}")
 
 
 def _check_analysed(cat: Catalyst, plan: Any, what: str) -> None:
     for node, in_view in _plans(cat, plan):
         name = Catalyst.cls(node)
         if not in_view and node.children().size() == 0 and name not in _CONSTANT_LEAVES:
-            raise InvalidQuery(f"{what} reads {node.nodeName()} {_short(str(node.simpleString(2)))!r}, which is not "
-                               "one of the request's views: only the views can be read")
+            raise QueryRejected(f"{what} reads {node.nodeName()} {_short(str(node.simpleString(2)))!r}, which is not "
+                                "one of the request's views: only the views can be read")
         for expr in _expressions(cat, node):
             ename = Catalyst.cls(expr)
             if ename in _REFUSED_EXPRESSIONS:
                 fn = _REFUSED_EXPRESSIONS[ename]
-                raise InvalidQuery(f"function {fn}() is not allowed in {what}: {REFUSED_FUNCTIONS[fn]}")
+                raise QueryRejected(f"function {fn}() is not allowed in {what}: {REFUSED_FUNCTIONS[fn]}")
             if "UDF" in ename.upper() or "UDAF" in ename.upper() or ename == "SQLFunctionExpression":
-                raise InvalidQuery(f"function {expr.prettyName()}() is not allowed in {what}: user-defined "
-                                   "functions cannot run in the engine")
+                raise QueryRejected(f"function {expr.prettyName()}() is not allowed in {what}: user-defined "
+                                    "functions cannot run in the engine")

@@ -28,7 +28,8 @@ from typing import Any
 SEMANTICS = 1
 
 #: The engine code a transformation's result depends on (relative to the ``spark_jobs`` package): the digest's input.
-TRANSFORM_CODE = ("transform", "columns.py", "parquet_files.py", "session.py", "errors.py")
+TRANSFORM_CODE = ("transform", "columns.py", "parquet_files.py", "session.py", "errors.py", "sql_gate.py",
+                  "sql_steps.py")
 
 _TEXT = re.compile(r"spark-(?P<spark>(?P<major>\d+)\.(?P<minor>\d+)[^+]*)"
                    r"(?:\+sem-(?P<sem>\d+))?(?:\+jobs-(?P<code>[0-9a-f]+))?")

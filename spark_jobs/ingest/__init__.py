@@ -23,7 +23,7 @@ from odf_core.engine.protocol import (
     ReadOutcome,
 )
 from spark_jobs.columns import schema_ddl_list
-from spark_jobs.errors import InvalidInput, always_answer
+from spark_jobs.errors import InputRejected, always_answer
 from spark_jobs.ingest.diagnose import explain_failure
 from spark_jobs.ingest.kept import KeptRead, KeptReads
 import spark_jobs.ingest.merge as plans
@@ -58,7 +58,7 @@ def execute_ingest(spark: SparkSession, request: IngestRequest, kept: KeptReads 
         session.conf.set(k, v)
     work = WorkDir(request.work_dir)
     def invalid(e: Exception) -> IngestResponse:
-        assert isinstance(e, InvalidInput)
+        assert isinstance(e, InputRejected)
         return IngestResponseInvalidInput(message=e.message, file=e.file, line=e.line, record=e.record)
 
     def explain(e: Exception) -> IngestResponse | None:
@@ -67,7 +67,7 @@ def execute_ingest(spark: SparkSession, request: IngestRequest, kept: KeptReads 
 
     try:
         return always_answer(lambda: _execute(session, request, work, sources, kept), invalid=invalid,
-                             rejected=(InvalidInput,), user_errors=None, explain=explain)
+                             rejected=(InputRejected,), user_errors=None, explain=explain)
     finally:
         work.cleanup()
 
@@ -111,13 +111,13 @@ def _execute(spark: SparkSession, request: IngestRequest, work: WorkDir, sources
             read_out = ReadOutcome(num_records=None, columns=columns)
             merge_input = MergeInput(frame.df, None, True, source_bytes=_input_bytes(read_phase.inputs))
         else:
-            raise InvalidInput("a read-only request needs an output path (or a long-lived engine to keep the rows)")
+            raise InputRejected("a read-only request needs an output path (or a long-lived engine to keep the rows)")
     merge_out: MergeOutcome | None = None
     if merge_phase is not None:
         if merge_input is None:
             path = merge_phase.input_path or ""
             if not os.path.exists(path):
-                raise InvalidInput(f"the read step's output {path!r} is missing: run the read step again")
+                raise InputRejected(f"the read step's output {path!r} is missing: run the read step again")
             size = file_bytes([path])
             merge_input = MergeInput(load_parquet(spark, path), size, source_bytes=size)
         merge_out = run_merge(spark, merge_input, merge_phase, vocab, work)

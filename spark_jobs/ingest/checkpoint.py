@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from odf_core.engine.protocol import MergePhase
 from odf_core.engine.checkpoint_format import CHECKPOINT_META_KEY, meta_for, read_meta
 from odf_core.metadata import MergeStrategyAppend, MergeStrategyLedger, MergeStrategySnapshot
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.parquet_files import spark_schema_meta
 
 
@@ -60,12 +60,12 @@ def usable_checkpoint(merge: MergePhase) -> str | None:
     if not path:
         return None
     if not os.path.isfile(path):
-        raise InvalidInput(f"the previous checkpoint {path} is missing")
+        raise InputRejected(f"the previous checkpoint {path} is missing")
     meta = read_meta(path)
     if meta == meta_for(merge.strategy):
         return path
     if not merge.prev_data_paths:
         desc = f"{meta.get('strategy')}(primaryKey={meta.get('primaryKey')})" if meta else "another writer"
-        raise InvalidInput(f"the previous checkpoint {path} was written by {desc} and cannot be used for"
-                           f" {describe(merge.strategy)}, and no previous data was given to rebuild the state")
+        raise InputRejected(f"the previous checkpoint {path} was written by {desc} and cannot be used for"
+                            f" {describe(merge.strategy)}, and no previous data was given to rebuild the state")
     return None

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from spark_jobs.columns import type_ddl
-from spark_jobs.errors import InvalidInput, engine_check, failed_file, is_user_error, user_message
+from spark_jobs.errors import InputRejected, engine_check, failed_file, is_user_error, user_message
 from spark_jobs.ingest.readers import SourceInfo
 
 _CORRUPT = "__odf_corrupt_record"
@@ -69,7 +69,7 @@ def _csv_detail(raw: str, row: Any, src: SourceInfo) -> str | None:
     return None
 
 
-def diagnose_parse_failure(spark: SparkSession, src: SourceInfo, cause: str) -> InvalidInput:
+def diagnose_parse_failure(spark: SparkSession, src: SourceInfo, cause: str) -> InputRejected:
     """Re-read the failing file permissively to find the first bad record: its line/record number and value."""
     number, detail = None, None
     if src.fmt in ("csv", "json") and src.schema is not None:
@@ -89,7 +89,7 @@ def diagnose_parse_failure(spark: SparkSession, src: SourceInfo, cause: str) -> 
             pass
     where = f"{src.numbering} {number}: " if number is not None else ""
     kw = {src.numbering: number} if number is not None else {}
-    return InvalidInput(f"cannot read {src.display_path}: {where}{detail or cause}", file=src.display_path, **kw)
+    return InputRejected(f"cannot read {src.display_path}: {where}{detail or cause}", file=src.display_path, **kw)
 
 
 _CAST_CHECK = re.compile(
@@ -101,7 +101,7 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
-def locate_cast_failure(check: str, sources: Sequence[SourceInfo]) -> InvalidInput | None:
+def locate_cast_failure(check: str, sources: Sequence[SourceInfo]) -> InputRejected | None:
     """The line (or record) of a JSON source whose value a checked cast refused; None when it cannot be found."""
     m = _CAST_CHECK.fullmatch(check)
     src = next((s for s in sources if m and s.display_path == m["file"] and s.fmt == "json"), None)
@@ -115,19 +115,19 @@ def locate_cast_failure(check: str, sources: Sequence[SourceInfo]) -> InvalidInp
                 except ValueError:
                     continue
                 if isinstance(rec, dict) and rec.get(m["col"]) is not None and _as_text(rec[m["col"]]) == m["value"]:
-                    return InvalidInput(f"cannot read {m['file']}: {src.numbering} {n}: column '{m['col']}': value "
-                                        f"'{m['value']}' is not a valid {m['type']}", file=m["file"],
-                                        **{src.numbering: n})
+                    return InputRejected(f"cannot read {m['file']}: {src.numbering} {n}: column '{m['col']}': value "
+                                         f"'{m['value']}' is not a valid {m['type']}", file=m["file"],
+                                         **{src.numbering: n})
     except OSError:
         pass
     return None
 
 
-def explain_failure(spark: SparkSession, exc: BaseException, sources: Sequence[SourceInfo]) -> InvalidInput | None:
-    """A Spark failure caused by the data or the user's SQL -> InvalidInput; anything else -> None (internal)."""
+def explain_failure(spark: SparkSession, exc: BaseException, sources: Sequence[SourceInfo]) -> InputRejected | None:
+    """A Spark failure caused by the data or the user's SQL -> InputRejected; anything else -> None (internal)."""
     check = engine_check(exc)
     if check is not None:
-        return locate_cast_failure(check, sources) or InvalidInput(check)
+        return locate_cast_failure(check, sources) or InputRejected(check)
     failing = failed_file(exc)
     if failing is not None:
         for src in sources:
@@ -136,5 +136,5 @@ def explain_failure(spark: SparkSession, exc: BaseException, sources: Sequence[S
     if is_user_error(exc):
         single = sources[0].display_path if len(sources) == 1 else None
         prefix = f"cannot read {single}: " if single else ""
-        return InvalidInput(prefix + user_message(exc), file=single)
+        return InputRejected(prefix + user_message(exc), file=single)
     return None

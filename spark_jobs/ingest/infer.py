@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 
 from odf_core.metadata import DatasetVocabulary
 from spark_jobs.columns import col, is_timestamp
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest.coerce import checked_cast
 
 _WHOLE = (ByteType, ShortType, IntegerType, LongType)
@@ -46,9 +46,9 @@ def rename_system_columns(df: DataFrame, vocab: DatasetVocabulary, file: str) ->
         return df
     taken = [f"_{c}" for c in clashes if f"_{c}" in df.columns]
     if taken:
-        raise InvalidInput(f"cannot read {file}: column(s) {clashes} are named like system columns and would be "
-                           f"renamed to {taken}, which the data already has; declare a read schema or a preprocess "
-                           "query", file=file)
+        raise InputRejected(f"cannot read {file}: column(s) {clashes} are named like system columns and would be "
+                            f"renamed to {taken}, which the data already has; declare a read schema or a preprocess "
+                            "query", file=file)
     return df.select(*[col(c).alias(f"_{c}" if c in system else c) for c in df.columns])
 
 

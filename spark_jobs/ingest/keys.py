@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any, Sequence
 
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.parquet_files import cast
 
 
@@ -118,8 +118,8 @@ def key_json(table: Any, pk: Sequence[str], row: int) -> str:
     return json.dumps(values, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def duplicate_snapshot_key(key: str) -> InvalidInput:
-    return InvalidInput(f"duplicate primary key {key} in the new snapshot: a snapshot must hold each key at most once")
+def duplicate_snapshot_key(key: str) -> InputRejected:
+    return InputRejected(f"duplicate primary key {key} in the new snapshot: a snapshot must hold each key at most once")
 
 
 def is_distinct(a: Any, b: Any) -> Any:

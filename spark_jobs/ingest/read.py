@@ -1,10 +1,10 @@
 """The read phase: every prepared file read, preprocessed and given its event time, unioned by column name.
 
-Per input file the read step runs, then the preprocess query (over a temp view named ``input``; aliased steps become
-views of their own, the step without alias is the result) or, for a source without read schema and preprocess query,
-the inference rules of :mod:`spark_jobs.ingest.infer`; then the event time is filled in from the source's time where
-the data has none. The hidden boolean column ``__odf_event_time_from_source`` remembers where that happened:
-Snapshot must not count a filled-in time as a change of the row.
+Per input file the read step runs, then the preprocess query (:mod:`spark_jobs.ingest.preprocess`) or, for a source
+without read schema and preprocess query, the inference rules of :mod:`spark_jobs.ingest.infer`; then the event time
+is filled in from the source's time where the data has none. The hidden boolean column
+``__odf_event_time_from_source`` remembers where that happened: Snapshot must not count a filled-in time as a change
+of the row.
 
 An empty file is no rows of the read schema; without a read schema it is nothing at all (as in the reference
 implementation): it is skipped, and when every input is, the read has no frame and the transaction commits only its
@@ -20,12 +20,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType
 
 from odf_core.engine.protocol import ReadPhase
-from odf_core.metadata import DatasetVocabulary, TransformSql
+from odf_core.metadata import DatasetVocabulary
 from spark_jobs.columns import col, is_timestamp, normalize_timestamps, type_ddl
-from spark_jobs.errors import InvalidInput, InvalidQuery, is_user_error, user_message
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest import infer
+from spark_jobs.ingest.preprocess import apply_preprocess, check_preprocess
 from spark_jobs.ingest.readers import SourceInfo, WorkDir, read_input, schema_of
-from spark_jobs.sql_gate import gated_query
 
 ET_FILLED = "__odf_event_time_from_source"
 ROW_ID = "__odf_row_id"
@@ -38,52 +38,18 @@ class ReadFrame:
     sources: list[SourceInfo]
 
 
-def apply_preprocess(spark: SparkSession, df: DataFrame, transform: TransformSql, file: str) -> DataFrame:
-    """Run the SQL steps over a temp view ``input``, each through the SQL gate (one query, nothing executed); views
-    are dropped afterwards (the plan keeps them)."""
-    if transform.engine.lower() != "spark":
-        raise InvalidInput(f"preprocess engine {transform.engine!r} is not supported by the Spark engine; use "
-                           "engine 'spark'")
-    steps = transform.steps()
-    if sum(1 for s in steps if not s.alias) != 1:
-        raise InvalidInput("preprocess: exactly one query step must have no alias (it is the result)")
-    created = ["input"]
-    df.createOrReplaceTempView("input")
-    result = None
-    try:
-        for i, step in enumerate(steps, 1):
-            try:
-                out = gated_query(spark, step.query, f"preprocess query {i}")
-            except InvalidQuery as e:
-                raise InvalidInput(f"{file}: {e}", file=file) from None
-            except Exception as e:
-                if not is_user_error(e):
-                    raise
-                raise InvalidInput(f"preprocess query {i} failed for {file}: {user_message(e)}", file=file) from None
-            if step.alias:
-                out.createOrReplaceTempView(step.alias)
-                created.append(step.alias)
-            else:
-                result = out
-    finally:
-        for view in created:
-            spark.catalog.dropTempView(view)
-    assert result is not None
-    return result
-
-
 def apply_event_time(df: DataFrame, column: str, fallback_ms: int | None, file: str) -> DataFrame:
     """Add the event-time column from the source time, or fill its nulls from it (see the module docstring)."""
     fallback = F.timestamp_millis(F.lit(fallback_ms)) if fallback_ms is not None else None
     if column not in df.columns:
         if fallback is None:
-            raise InvalidInput(f"{file}: the data has no event-time column '{column}' and the source gave no event"
-                               f" time (columns: {df.columns})", file=file)
+            raise InputRejected(f"{file}: the data has no event-time column '{column}' and the source gave no event"
+                                f" time (columns: {df.columns})", file=file)
         return df.select(fallback.alias(column), *[col(c) for c in df.columns], F.lit(True).alias(ET_FILLED))
     dt = df.schema[column].dataType
     if not (is_timestamp(dt) or isinstance(dt, DateType)):
-        raise InvalidInput(f"{file}: event-time column '{column}' has type {type_ddl(dt)}; declare it as TIMESTAMP"
-                           f" or DATE in the read schema or convert it in the preprocess query", file=file)
+        raise InputRejected(f"{file}: event-time column '{column}' has type {type_ddl(dt)}; declare it as TIMESTAMP"
+                            f" or DATE in the read schema or convert it in the preprocess query", file=file)
     if fallback is None:
         return df.withColumn(ET_FILLED, F.lit(False))
     fill = F.to_date(fallback) if isinstance(dt, DateType) else fallback
@@ -99,6 +65,8 @@ def build_read_frame(spark: SparkSession, phase: ReadPhase, vocab: DatasetVocabu
     frames, sources = [], []
     schema = schema_of(phase.read_step)
     inferred = infer.applies(phase.read_step, phase.preprocess)
+    if phase.preprocess is not None:
+        check_preprocess(phase.preprocess)
     for inp in phase.inputs:
         if _is_empty(inp.path):
             if schema is None:
@@ -120,8 +88,8 @@ def build_read_frame(spark: SparkSession, phase: ReadPhase, vocab: DatasetVocabu
     result = frames[0]
     for df, src in zip(frames[1:], sources[1:]):
         if sorted(df.columns) != sorted(result.columns):
-            raise InvalidInput(f"{src.display_path} has columns {df.columns} but {sources[0].display_path} has"
-                               f" {result.columns}; all inputs of one ingest must have the same columns",
-                               file=src.display_path)
+            raise InputRejected(f"{src.display_path} has columns {df.columns} but {sources[0].display_path} has"
+                                f" {result.columns}; all inputs of one ingest must have the same columns",
+                                file=src.display_path)
         result = result.unionByName(df)
     return ReadFrame(result, sources)

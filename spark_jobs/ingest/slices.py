@@ -11,7 +11,7 @@ from typing import Any, Collection, Sequence
 
 from odf_core.errors import SchemaEvolutionError
 from odf_core.metadata import DatasetVocabulary
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest.checkpoint import CheckpointPlan, primary_key
 from spark_jobs.parquet_files import (
     BufferedParquetWriter,
@@ -53,7 +53,7 @@ def check_evolution(prev_schema: bytes | None, schema: Any) -> None:
     try:
         check_schema_evolution(decode_arrow_schema(prev_schema), schema, where="the new data")
     except SchemaEvolutionError as e:
-        raise InvalidInput(f"{e}. Only adding columns at the end is allowed.") from None
+        raise InputRejected(f"{e}. Only adding columns at the end is allowed.") from None
 
 
 class SliceWriter:

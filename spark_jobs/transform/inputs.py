@@ -15,7 +15,7 @@ from pyspark.sql import types as T
 
 from odf_core.metadata import DatasetVocabulary, Timestamp, TransformRequestInput
 from spark_jobs.columns import col
-from spark_jobs.errors import EngineFailure, InvalidQuery, user_message
+from spark_jobs.errors import EngineFailure, QueryRejected, user_message
 from spark_jobs.parquet_files import (ColumnStats, column_max, column_range, column_stats, footer_fact, footer_schema,
                                       local_path, remember_fact, spark_schema_json)
 from spark_jobs.transform.catalyst import INPUT_MARKER
@@ -219,7 +219,7 @@ def reduce_changelog(rows: DataFrame, vocab: DatasetVocabulary) -> DataFrame:
     data = [c for c in rows.columns if c not in vocab.system_columns]
     bad = [f.name for f in rows.schema.fields if f.name in data and not orderable(f.dataType)]
     if bad:
-        raise InvalidQuery(f"stateful queries cannot reduce inputs with map/variant columns: {bad}")
+        raise QueryRejected(f"stateful queries cannot reduce inputs with map/variant columns: {bad}")
     op = col(vocab.op)
     is_add = F.when(op.isin(OP_APPEND, OP_CORRECT_TO), 1).otherwise(0)
     is_rem = F.when(op.isin(OP_RETRACT, OP_CORRECT_FROM), 1).otherwise(0)

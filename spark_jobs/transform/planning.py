@@ -1,4 +1,5 @@
-"""Transform planning: run the SQL steps, check the query is pure, and classify its analysed/optimised plan.
+"""Transform planning: run the SQL steps (:mod:`spark_jobs.sql_steps`), check the query is pure, and classify its
+analysed/optimised plan.
 
 * **stateless**: every plan node is row-wise (projections, filters, unions, generators such as ``explode``, sorts)
   over the inputs: the query runs over the new rows only.
@@ -19,9 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from odf_core.metadata import DatasetVocabulary, TransformSql
-from spark_jobs import sql_gate  # not its names: sql_gate imports this package's catalyst
-from spark_jobs.columns import quote
-from spark_jobs.errors import InvalidQuery, is_user_error, user_message
+from spark_jobs import sql_steps  # not its names: sql_steps imports sql_gate, which imports this package
+from spark_jobs.errors import QueryRejected, is_user_error, user_message
 from spark_jobs.transform.catalyst import Catalyst
 
 STATELESS, STATEFUL = "stateless", "stateful"
@@ -38,51 +38,6 @@ _CONSTANT_LEAVES = frozenset({"LocalRelation", "OneRowRelation", "Range", "CTERe
 _CLOCK_EXPRESSIONS = frozenset(
     {"CurrentTimestamp", "Now", "CurrentDate", "LocalTimestamp", "CurrentTime", "CurrentBatchTimestamp",
      "CurrentUser", "CurrentTimestampNTZ"})
-
-
-def check_transform(transform: TransformSql) -> None:
-    if transform.engine.lower() != "spark":
-        raise InvalidQuery(f"transform.engine is {transform.engine!r}; this engine only runs 'spark' queries")
-    if transform.temporal_tables:
-        raise InvalidQuery(
-            "transform.temporalTables is a Flink-specific extension and is not supported by the Spark engine; "
-            "use a join over the input's reduced state instead")
-    steps = transform.steps()
-    outputs = [s for s in steps if s.alias is None]
-    if len(outputs) != 1:
-        raise InvalidQuery(f"exactly one query step must have no alias (the output), found {len(outputs)} of "
-                           f"{len(steps)}")
-
-
-def _step_label(i: int, alias: str | None) -> str:
-    return f"query step {i} (alias {alias!r})" if alias else f"query step {i} (output)"
-
-
-def run_steps(session: SparkSession, transform: TransformSql, views: Mapping[str, DataFrame]) -> DataFrame:
-    """Register inputs and aliased steps as temp views; return the output step's DataFrame (each step through the SQL
-    gate: one query, nothing executed)."""
-    for alias, df in views.items():
-        df.createOrReplaceTempView(quote(alias))
-    taken = {a.lower() for a in views}
-    output: DataFrame | None = None
-    for i, step in enumerate(transform.steps()):
-        label = _step_label(i, step.alias)
-        if step.alias is not None:
-            if step.alias.lower() in taken:
-                raise InvalidQuery(f"{label}: alias {step.alias!r} is already used by an input or another step")
-            taken.add(step.alias.lower())
-        try:
-            df = sql_gate.gated_query(session, step.query, label)
-        except Exception as e:  # noqa: BLE001
-            if is_user_error(e):
-                raise InvalidQuery(f"{label} failed: {user_message(e)}") from None
-            raise
-        if step.alias is None:
-            output = df
-        else:
-            df.createOrReplaceTempView(quote(step.alias))
-    assert output is not None  # guaranteed by check_transform
-    return output
 
 
 def _nondeterministic_in(cat: Catalyst, expr: Any) -> str | None:
@@ -107,14 +62,14 @@ def check_purity(cat: Catalyst, analyzed: Any) -> None:
     for node in cat.walk(analyzed):
         name = cat.cls(node)
         if name == "Sample":
-            raise InvalidQuery("TABLESAMPLE is not deterministic and is not allowed in transformations")
+            raise QueryRejected("TABLESAMPLE is not deterministic and is not allowed in transformations")
         if node.children().size() == 0 and name not in _CONSTANT_LEAVES and cat.input_index(node) is None:
-            raise InvalidQuery(f"the query reads a source other than its inputs ({node.nodeName()})")
+            raise QueryRejected(f"the query reads a source other than its inputs ({node.nodeName()})")
         for expr in cat.items(node.expressions()):
             bad = _nondeterministic_in(cat, expr)
             if bad:
-                raise InvalidQuery(f"non-deterministic function {bad}() is not allowed: a transformation must give "
-                                   "the same result every time it runs")
+                raise QueryRejected(f"non-deterministic function {bad}() is not allowed: a transformation must give "
+                                    "the same result every time it runs")
 
 
 def classify(cat: Catalyst, optimized: Any) -> tuple[str, str]:
@@ -196,28 +151,28 @@ def layout_of(schema: T.StructType, vocab: DatasetVocabulary, plan_class: str) -
     lower = [n.lower() for n in names]
     dup = sorted({n for n in lower if lower.count(n) > 1})
     if dup:
-        raise InvalidQuery(f"the query output has duplicate column names: {dup}")
+        raise QueryRejected(f"the query output has duplicate column names: {dup}")
     reserved = [n for n in names if n.lower().startswith(RESERVED_PREFIX)]
     if reserved:
-        raise InvalidQuery(f"column names starting with {RESERVED_PREFIX!r} are reserved: {reserved}")
+        raise QueryRejected(f"column names starting with {RESERVED_PREFIX!r} are reserved: {reserved}")
     for sys_col in (vocab.offset, vocab.system_time):
         if sys_col.lower() in lower:
-            raise InvalidQuery(f"the query output must not contain the system column {sys_col!r}: the engine assigns "
-                               "it (select the data columns explicitly)")
+            raise QueryRejected(f"the query output must not contain the system column {sys_col!r}: the engine assigns "
+                                "it (select the data columns explicitly)")
     if vocab.event_time.lower() not in lower:
-        raise InvalidQuery(f"the query output has no {vocab.event_time!r} column (columns: {names})")
+        raise QueryRejected(f"the query output has no {vocab.event_time!r} column (columns: {names})")
     et = schema.fields[lower.index(vocab.event_time.lower())]
     if not isinstance(et.dataType, (T.TimestampType, T.TimestampNTZType, T.DateType)):
-        raise InvalidQuery(f"the output column {et.name!r} must be a timestamp or date, got "
-                           f"{et.dataType.simpleString()}")
+        raise QueryRejected(f"the output column {et.name!r} must be a timestamp or date, got "
+                            f"{et.dataType.simpleString()}")
     op_name = None
     if vocab.op.lower() in lower:
         op_field = schema.fields[lower.index(vocab.op.lower())]
         if plan_class == STATEFUL:
-            raise InvalidQuery(f"the query outputs the {vocab.op!r} column but is not row-wise (it is {plan_class}); "
-                               "only projections/filters/unions can pass the operation type through")
+            raise QueryRejected(f"the query outputs the {vocab.op!r} column but is not row-wise (it is {plan_class}); "
+                                "only projections/filters/unions can pass the operation type through")
         if not isinstance(op_field.dataType, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-            raise InvalidQuery(f"the output column {op_field.name!r} must be an integer operation type")
+            raise QueryRejected(f"the output column {op_field.name!r} must be an integer operation type")
         op_name = op_field.name
     data = tuple(n for n in names if n not in (et.name, op_name))
     return OutputLayout(tuple(names), et.name, op_name, data)
@@ -240,7 +195,7 @@ def inspect_plan(session: SparkSession, out: DataFrame, vocab: DatasetVocabulary
         optimized = qe.optimizedPlan()
     except Exception as e:  # noqa: BLE001 - constant folding evaluates e.g. 1/0 here
         if is_user_error(e):
-            raise InvalidQuery(f"the query fails: {user_message(e)}") from None
+            raise QueryRejected(f"the query fails: {user_message(e)}") from None
         raise
     plan_class, reason = classify(cat, optimized)
     layout = layout_of(out.schema, vocab, plan_class)
@@ -250,8 +205,7 @@ def inspect_plan(session: SparkSession, out: DataFrame, vocab: DatasetVocabulary
 
 def prepare(session: SparkSession, transform: TransformSql, views: Mapping[str, DataFrame],
             vocab: DatasetVocabulary) -> tuple[DataFrame, PlanInfo]:
-    check_transform(transform)
-    out = run_steps(session, transform, views)
+    out = sql_steps.run_steps(session, transform, views, sql_steps.TRANSFORM)
     return out, inspect_plan(session, out, vocab)
 
 

@@ -20,8 +20,9 @@ from pyspark.sql import types as T
 
 from odf_core.errors import SchemaEvolutionError
 from odf_core.metadata import DatasetVocabulary, OffsetInterval, TransformRequest, TransformSql
+from spark_jobs import sql_steps  # not its names: sql_steps imports sql_gate, which imports this package
 from spark_jobs.columns import col
-from spark_jobs.errors import EngineFailure, InvalidQuery
+from spark_jobs.errors import EngineFailure, QueryRejected
 from spark_jobs.parquet_files import local_path, write_single_parquet
 from spark_jobs.session import side_by_side
 from spark_jobs.transform.checkpoint import COUNT, Checkpoint, count_field, query_hash, read_checkpoint, stateful_meta
@@ -37,7 +38,7 @@ from spark_jobs.transform.inputs import (
     remember_schema,
 )
 from spark_jobs.transform.output import finalize, normalize, normalized, plain_alias, sort_columns, write_output
-from spark_jobs.transform.planning import STATEFUL, OutputLayout, PlanInfo, layout_of, run_steps
+from spark_jobs.transform.planning import STATEFUL, OutputLayout, PlanInfo, layout_of
 
 
 def input_ends(inputs: Sequence[QueryInput], prev: Checkpoint | None) -> dict[str, int | None]:
@@ -73,7 +74,7 @@ def align_old_state(old: DataFrame, new_schema: T.StructType, names: Sequence[st
         check_schema_evolution(to_arrow_schema(old_fields, timezone="UTC"), to_arrow_schema(new_fields, timezone="UTC"),
                                where="the query output")
     except SchemaEvolutionError as e:
-        raise InvalidQuery(f"{e} (the previous output state has these columns)") from None
+        raise QueryRejected(f"{e} (the previous output state has these columns)") from None
     old_types = {f.name for f in old_fields.fields}
     new_types = {f.name: f.dataType for f in new_fields.fields}
     cols = [col(n) if n in old_types else F.lit(None).cast(new_types[n]).alias(n) for n in names]
@@ -222,7 +223,7 @@ def output_rows(session: SparkSession, transform: TransformSql, vocab: DatasetVo
         changelog = idx in op_read
         modes[inp.alias] = "changelog" if changelog else "reduced"
         views[inp.alias] = history_rows(session, inp, schema, ends[inp.alias], changelog)
-    out = run_steps(session, transform, views)
+    out = sql_steps.run_steps(session, transform, views, sql_steps.TRANSFORM)
     from spark_jobs.transform.catalyst import Catalyst
     from spark_jobs.transform.incremental import canonical
 
@@ -231,7 +232,7 @@ def output_rows(session: SparkSession, transform: TransformSql, vocab: DatasetVo
     types = {f.name: f.dataType for f in out.schema.fields}
     bad = [n for n in query_layout.columns if not orderable(types[n])]
     if bad:
-        raise InvalidQuery(f"stateful query outputs cannot contain map/variant columns: {bad}")
+        raise QueryRejected(f"stateful query outputs cannot contain map/variant columns: {bad}")
     names = [query_layout.event_time, *query_layout.data]
     return names, out.select(*[normalized(n, types[n]).alias(n) for n in names])
 

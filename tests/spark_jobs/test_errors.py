@@ -4,7 +4,7 @@ from __future__ import annotations
 import errno
 
 from odf_core.engine import internal_error as client_error
-from spark_jobs.errors import internal_error
+from spark_jobs.errors import internal_error_response
 
 
 def _failure_caused_by(cause: BaseException) -> BaseException:
@@ -20,7 +20,8 @@ def _failure_caused_by(cause: BaseException) -> BaseException:
 def test_a_full_disk_is_named_and_located(tmp_path, monkeypatch):
     monkeypatch.setenv("ODF_LOG_DIR", str(tmp_path))
     # what pyarrow raises when its writer hits ENOSPC: errno set, no file name
-    answer = internal_error(_failure_caused_by(OSError(errno.ENOSPC, "Error writing bytes to file. Detail: ...")))
+    answer = internal_error_response(
+        _failure_caused_by(OSError(errno.ENOSPC, "Error writing bytes to file. Detail: ...")))
     assert (answer.message, answer.error_class) == ("no space left on device", "ENOSPC")
     assert "RuntimeError" in answer.backtrace
     err = client_error("ingest of dataset 'x'", answer.message, answer.error_class, answer.backtrace,
@@ -32,7 +33,7 @@ def test_a_full_disk_is_named_and_located(tmp_path, monkeypatch):
 
 def test_other_os_errors_stay_internal_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("ODF_LOG_DIR", str(tmp_path))
-    answer = internal_error(_failure_caused_by(OSError(errno.EBADF, "Bad file descriptor")))
+    answer = internal_error_response(_failure_caused_by(OSError(errno.EBADF, "Bad file descriptor")))
     assert answer.error_class is None and answer.message.startswith("RuntimeError: writing the slice failed")
 
 
@@ -55,7 +56,8 @@ def test_a_transforms_full_disk_keeps_its_class_through_the_specs_internal_error
     from spark_jobs.transform import _classed
 
     monkeypatch.setenv("ODF_LOG_DIR", str(tmp_path))
-    answer = internal_error(_failure_caused_by(OSError(errno.ENOSPC, "Error writing bytes to file. Detail: ...")))
+    answer = internal_error_response(
+        _failure_caused_by(OSError(errno.ENOSPC, "Error writing bytes to file. Detail: ...")))
     sent = TransformResponseInternalError(message=_classed(answer.message, answer.error_class), backtrace="trace")
     try:
         unwrap(OdfTransformResponse(response=sent), OdfTransformResponse, "transformation of dataset 't'",

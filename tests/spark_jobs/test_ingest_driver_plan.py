@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest import keys as key_plans
 from spark_jobs.ingest import merge as plans
 from spark_jobs.ingest.merge import ledger as ledger_merge
@@ -152,7 +152,7 @@ def test_duplicate_key_in_the_snapshot_is_refused_with_the_key_as_spark_writes_i
     t = pa.table({"event_time": pa.array([datetime(2024, 1, 1, tzinfo=timezone.utc)] * 3, pa.timestamp("ms", "UTC")),
                   "k": pa.array([datetime(2024, 5, 6, 7, 8, 9, 10000, tzinfo=timezone.utc)] * 2 + [None],
                                 pa.timestamp("ms", "UTC"))})
-    with pytest.raises(InvalidInput, match=r'duplicate primary key \{"k":"2024-05-06T07:08:09.010Z"\}'):
+    with pytest.raises(InputRejected, match=r'duplicate primary key \{"k":"2024-05-06T07:08:09.010Z"\}'):
         key_plans.snapshot_changes(t, None, ["k"], [], pa.array([False] * 3), "op", "event_time")
 
 

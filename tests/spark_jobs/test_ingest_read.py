@@ -341,7 +341,7 @@ def test_preprocess_errors(spark, tmp_path):
                     "engine; use engine 'spark'"}
     resp, _ = run_read(spark, tmp_path, step, [f], event_time=ET,
                        preprocess={"kind": "Sql", "engine": "spark", "query": "SELECT nope FROM input"})
-    assert resp["status"] == "InvalidInput" and "preprocess query 1 failed" in resp["message"]
+    assert resp["status"] == "InvalidInput" and "preprocess query 1 (output) failed" in resp["message"]
     assert "nope" in resp["message"] and resp["file"] == str(f)
     # an ANSI runtime error inside the query is the user's data/SQL problem, not an internal error
     resp, _ = run_read(spark, tmp_path, step, [f], event_time=ET,

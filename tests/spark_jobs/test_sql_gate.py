@@ -19,7 +19,7 @@ import pytest
 from odf_core.engine import remote_engine
 from odf_core.engine.protocol import SqlRequest, SqlResponseSuccess, SqlTable, ValidateInput, ValidateQueryRequest
 from odf_core.metadata import DatasetVocabulary, RawQueryRequest, RawQueryResponseSuccess, TransformSql
-from spark_jobs.errors import InvalidQuery
+from spark_jobs.errors import QueryRejected
 from spark_jobs.ingest import execute_ingest
 from spark_jobs.queries import raw_query, run_sql
 from spark_jobs.session import request_session
@@ -212,9 +212,9 @@ def _ingest_request(sentinel: Sentinel, query: str):
 # surface: (request builder, in-process engine function, label the gate names the statement with)
 SURFACES: dict[str, tuple[Callable[[Sentinel, str], Any], Callable[[Any, Any], Any], str]] = {
     "sql": (_sql_request, run_sql, "statement 1"),
-    "raw-query": (_raw_request, raw_query, "query step 1"),
-    "transform-validation": (_validate_request, validate_query, "query step 0 (output)"),
-    "ingest-preprocess": (_ingest_request, execute_ingest, "preprocess query 1"),
+    "raw-query": (_raw_request, raw_query, "query step 1 (output)"),
+    "transform-validation": (_validate_request, validate_query, "query step 1 (output)"),
+    "ingest-preprocess": (_ingest_request, execute_ingest, "preprocess query 1 (output)"),
 }
 
 
@@ -289,6 +289,6 @@ def test_file_paths_are_refused_even_with_sql_on_files_enabled(spark, sentinel):
     for query in (f"select * from parquet.`{sentinel.victim}`",
                   f"select * from identifier('parquet.`{sentinel.victim}`')",
                   f"select * from t join parquet.`{sentinel.victim}` using (k)"):
-        with pytest.raises(InvalidQuery, match="only the request's views can be read"):
+        with pytest.raises(QueryRejected, match="only the request's views can be read"):
             gated_query(session, query)
     assert gated_query(session, "select count(*) from t").collect()[0][0] == 2

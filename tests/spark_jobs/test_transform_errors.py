@@ -69,12 +69,12 @@ def test_non_deterministic_function_in_a_step_or_subquery(spark):
 
 
 @pytest.mark.parametrize("transform, needles", [
-    (sql("SELEC event_time FROM a"), ["query step 0 (output)", "PARSE_SYNTAX_ERROR"]),
+    (sql("SELEC event_time FROM a"), ["query step 1 (output)", "PARSE_SYNTAX_ERROR"]),
     ({"kind": "Sql", "engine": "spark", "queries": [{"alias": "s1", "query": "SELECT * FROM nope"},
                                                    {"query": "SELECT event_time FROM s1"}]},
-     ["query step 0 (alias 's1')", "TABLE_OR_VIEW_NOT_FOUND", "`nope`"]),
+     ["query step 1 (alias 's1')", "TABLE_OR_VIEW_NOT_FOUND", "`nope`"]),
     (sql("SELECT event_time, missing_col FROM a"), ["UNRESOLVED_COLUMN", "missing_col"]),
-    (sql("SELECT event_time, x + array(1) AS bad FROM a"), ["query step 0 (output)", "DATATYPE_MISMATCH"]),
+    (sql("SELECT event_time, x + array(1) AS bad FROM a"), ["query step 1 (output)", "DATATYPE_MISMATCH"]),
     (sql("DROP VIEW a"), ["PARSE_SYNTAX_ERROR"]),
     (sql("SELECT offset, event_time, k FROM a"), ["'offset'", "must not contain"]),
     (sql("SELECT system_time, event_time, k FROM a"), ["'system_time'"]),
@@ -86,7 +86,8 @@ def test_non_deterministic_function_in_a_step_or_subquery(spark):
     (sql("SELECT * FROM parquet.`/tmp`"), ["TABLE_OR_VIEW_NOT_FOUND"]),
     (sql("SELECT event_time, k FROM a TABLESAMPLE (50 PERCENT)"), ["TABLESAMPLE"]),
     (sql("SELECT event_time FROM a", temporalTables=[{"name": "a", "primaryKey": ["k"]}]), ["Flink-specific"]),
-    (sql("SELECT event_time FROM a", engine="flink"), ["'flink'", "only runs 'spark'"]),
+    (sql("SELECT event_time FROM a", engine="flink"),
+     ["transform engine 'flink'", "not supported by the Spark engine; use engine 'spark'"]),
     ({"kind": "Sql", "engine": "spark", "queries": [{"query": "SELECT event_time FROM a"},
                                                    {"query": "SELECT event_time FROM a"}]}, ["exactly one"]),
     ({"kind": "Sql", "engine": "spark", "queries": [{"alias": "a", "query": "SELECT event_time FROM a"},

@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 from odf_core.engine.protocol import MergeOutcome, MergePhase
 from odf_core.metadata import DatasetVocabulary, Timestamp
 from spark_jobs.columns import col, is_timestamp, normalize_timestamps, type_ddl
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest.checkpoint import primary_key, strategy_kind
 from spark_jobs.ingest.read import ET_FILLED, HIDDEN
 from spark_jobs.ingest.readers import WorkDir
@@ -101,8 +101,8 @@ class MergeContext:
 def require_columns(names: Sequence[str], available: Sequence[str], what: str) -> None:
     for name in names:
         if name not in available:
-            raise InvalidInput(f"{what} column '{name}' is not in the data (available columns:"
-                               f" {[c for c in available if c not in HIDDEN]})")
+            raise InputRejected(f"{what} column '{name}' is not in the data (available columns:"
+                                f" {[c for c in available if c not in HIDDEN]})")
 
 
 def null_safe_join_cond(left: Sequence[Any], right: Sequence[Any]) -> Any:
@@ -224,7 +224,7 @@ def read_history(ctx: MergeContext) -> DataFrame:
     paths = list(ctx.phase.prev_data_paths or ())
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
-        raise InvalidInput(f"a previous data slice is missing: {missing[0]}")
+        raise InputRejected(f"a previous data slice is missing: {missing[0]}")
     return ctx.spark.read.option("mergeSchema", "true").parquet(*paths)
 
 
@@ -240,17 +240,17 @@ def prepare_merge_input(df: DataFrame, vocab: DatasetVocabulary, phase: MergePha
     takes_op = kind in OP_INPUT
     cols = [c for c in df.columns if c not in HIDDEN and not (takes_op and c == vocab.op)]
     if takes_op and OP_INPUT[kind] and vocab.op not in df.columns:
-        raise InvalidInput(f"{kind} needs the operation type column '{vocab.op}' in the data (0 append, 1 retract, "
-                           f"2 correct-from, 3 correct-to; columns: {cols})")
+        raise InputRejected(f"{kind} needs the operation type column '{vocab.op}' in the data (0 append, 1 retract, "
+                            f"2 correct-from, 3 correct-to; columns: {cols})")
     clash = [c for c in vocab.system_columns if c in cols]
     if clash:
-        raise InvalidInput(f"the data must not contain the system column(s) {clash}; they are added by the ingest")
+        raise InputRejected(f"the data must not contain the system column(s) {clash}; they are added by the ingest")
     if vocab.event_time not in cols:
-        raise InvalidInput(f"the data has no event-time column '{vocab.event_time}' (columns: {cols})")
+        raise InputRejected(f"the data has no event-time column '{vocab.event_time}' (columns: {cols})")
     et_type = df.schema[vocab.event_time].dataType
     if not (is_timestamp(et_type) or isinstance(et_type, DateType)):
-        raise InvalidInput(f"event-time column '{vocab.event_time}' has type {type_ddl(et_type)}; it must be"
-                           f" TIMESTAMP or DATE")
+        raise InputRejected(f"event-time column '{vocab.event_time}' has type {type_ddl(et_type)}; it must be"
+                            f" TIMESTAMP or DATE")
     require_columns(primary_key(phase.strategy), cols, "primary key")
     require_columns(getattr(phase.strategy, "compare_columns", None) or (), cols, "compare")
     data = [vocab.event_time] + [c for c in cols if c != vocab.event_time]
@@ -294,8 +294,8 @@ def check_not_null(counts: dict[str, int], columns: Sequence[str]) -> None:
     """Refuse the input when a column declared NOT NULL holds nulls, naming each such column and its null count."""
     bad = [f"column '{c}' has {counts[c]} null value(s)" for c in dict.fromkeys(columns) if counts.get(c)]
     if bad:
-        raise InvalidInput(f"{'; '.join(bad)}, but the source's read schema or the dataset's schema declares it NOT "
-                           "NULL")
+        raise InputRejected(f"{'; '.join(bad)}, but the source's read schema or the dataset's schema declares it NOT "
+                            "NULL")
 
 
 OPS = (0, 1, 2, 3)
@@ -321,8 +321,8 @@ def check_ops(df: DataFrame, op: str) -> None:
     """Refuse an input whose operation type column holds a null or a value other than 0..3, naming one."""
     bad = df.where(col(op).isNull() | ~col(op).isin(*OPS)).select(col(op)).limit(1).collect()
     if bad:
-        raise InvalidInput(f"column '{op}' (the operation type) holds {bad[0][0]!r}: expected 0 (append), 1 (retract),"
-                           " 2 (correct-from) or 3 (correct-to)")
+        raise InputRejected(f"column '{op}' (the operation type) holds {bad[0][0]!r}: expected 0 (append), 1 (retract),"
+                            " 2 (correct-from) or 3 (correct-to)")
 
 
 def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: DatasetVocabulary,
@@ -331,7 +331,7 @@ def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: Da
     from spark_jobs.ingest.merge import append, changelog_stream, ledger, snapshot, upsert_stream
 
     if phase.duplicates is not None and phase.duplicates not in DUPLICATES:
-        raise InvalidInput(f"duplicates: expected one of {', '.join(DUPLICATES)}, got {phase.duplicates!r}")
+        raise InputRejected(f"duplicates: expected one of {', '.join(DUPLICATES)}, got {phase.duplicates!r}")
     df, cols = prepare_merge_input(inp.df, vocab, phase, inp.normalized)
     inp.df, inp.normalized = df, True
     not_null = list(phase.not_null or ())

@@ -14,7 +14,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from spark_jobs.columns import col
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest.checkpoint import CheckpointPlan, usable_checkpoint
 from spark_jobs.ingest.keys import key_json, ledger_keep_mask, pa_concat
 import spark_jobs.ingest.merge as plans
@@ -70,7 +70,7 @@ def seen_keys(ctx: MergeContext) -> SeenKeys:
         files, what = list(ctx.phase.prev_data_paths or ()), "primary key (previous data)"
         missing = [p for p in files if not os.path.exists(p)]
         if missing:
-            raise InvalidInput(f"a previous data slice is missing: {missing[0]}")
+            raise InputRejected(f"a previous data slice is missing: {missing[0]}")
     for f in files:
         require_columns(ctx.pk, pq.read_schema(f).names, what)
     return SeenKeys(files, bool(ckpt_path), sum(uncompressed_bytes(f, ctx.pk) for f in files))
@@ -132,9 +132,9 @@ def _duplicates(ctx: MergeContext, inp: MergeInput, n: int, key: str | None) -> 
     ``duplicates: error``."""
     inp.duplicate_rows, inp.duplicate_key = n, key
     if n and ctx.phase.duplicates == "error":
-        raise InvalidInput(f"{n} row(s) repeat the primary key ({', '.join(ctx.pk)}) of an earlier row of the same "
-                           f"input, e.g. {key}; refused because duplicates is 'error' ('first' keeps the first row "
-                           "per key)")
+        raise InputRejected(f"{n} row(s) repeat the primary key ({', '.join(ctx.pk)}) of an earlier row of the same "
+                            f"input, e.g. {key}; refused because duplicates is 'error' ('first' keeps the first row "
+                            "per key)")
 
 
 def _spark_plan(ctx: MergeContext, inp: MergeInput, parts: list[str], seen: SeenKeys

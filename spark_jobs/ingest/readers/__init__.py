@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 from odf_core.engine.protocol import IngestInputFile
 from odf_core.metadata.ddl import spark_ddl
 from spark_jobs.columns import parse_ddl
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 
 
 @dataclass
@@ -78,7 +78,7 @@ def encoding_of(name: str | None) -> str:
     try:
         return codecs.lookup(name).name
     except LookupError:
-        raise InvalidInput(f"readStep.encoding: unknown encoding {name!r}") from None
+        raise InputRejected(f"readStep.encoding: unknown encoding {name!r}") from None
 
 
 def time_format_options(step: Any) -> dict[str, str]:
@@ -105,13 +105,13 @@ def check_encoding(inp: IngestInputFile, encoding: str, chunk_bytes: int = 16 <<
                 start = max(e.start, 0)
                 bad = chunk[start:start + 4]
                 if newline is None:
-                    raise InvalidInput(f"cannot read {inp.display_name}: byte {consumed + start}: bytes {bad!r} are "
-                                       f"not valid {encoding} text (set the read step's encoding)",
-                                       file=inp.display_name) from None
+                    raise InputRejected(f"cannot read {inp.display_name}: byte {consumed + start}: bytes {bad!r} are "
+                                        f"not valid {encoding} text (set the read step's encoding)",
+                                        file=inp.display_name) from None
                 line += chunk[:start].count(newline)
-                raise InvalidInput(f"cannot read {inp.display_name}: line {line}: bytes {bad!r} are not valid "
-                                   f"{encoding} text (set the read step's encoding)", file=inp.display_name,
-                                   line=line) from None
+                raise InputRejected(f"cannot read {inp.display_name}: line {line}: bytes {bad!r} are not valid "
+                                    f"{encoding} text (set the read step's encoding)", file=inp.display_name,
+                                    line=line) from None
             if not chunk:
                 return
             line += chunk.count(newline) if newline else 0
@@ -121,11 +121,11 @@ def check_encoding(inp: IngestInputFile, encoding: str, chunk_bytes: int = 16 <<
 def read_input(spark: SparkSession, step: Any, inp: IngestInputFile, work: WorkDir) -> tuple[DataFrame, SourceInfo]:
     """Read one prepared file with its ODF read step (FAILFAST: malformed values raise when Spark runs)."""
     if not os.path.exists(inp.path):
-        raise InvalidInput(f"input file not found: {inp.display_name}", file=inp.display_name)
+        raise InputRejected(f"input file not found: {inp.display_name}", file=inp.display_name)
     _load_readers()
     fn = _READERS.get(type(step))
     if fn is None:
-        raise InvalidInput(f"read step {type(step).KIND} is not supported by the Spark engine")
+        raise InputRejected(f"read step {type(step).KIND} is not supported by the Spark engine")
     return fn(spark, step, inp, work)
 
 

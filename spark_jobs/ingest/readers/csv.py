@@ -16,7 +16,7 @@ from pyspark.sql.types import IntegerType, LongType
 from odf_core.engine.protocol import IngestInputFile
 from odf_core.metadata import ReadStepCsv
 from spark_jobs.columns import col
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest.readers import (
     SourceInfo,
     WorkDir,
@@ -36,7 +36,7 @@ def read_csv(spark: SparkSession, step: ReadStepCsv, inp: IngestInputFile, work:
     if step.infer_schema:
         opts["inferSchema"] = "true"
     if step.separator == "":
-        raise InvalidInput("readStep.separator must not be empty")
+        raise InputRejected("readStep.separator must not be empty")
     for value, spark_name in ((step.separator, "sep"), (step.encoding, "encoding"), (step.quote, "quote"),
                               (step.escape, "escape"), (step.null_value, "nullValue")):
         if value is not None:
@@ -86,5 +86,5 @@ def check_header(inp: IngestInputFile, encoding: str, opts: dict[str, str], colu
     if len(fields) != columns:
         text = line.strip()
         text = text if len(text) <= 80 else text[:77] + "..."
-        raise InvalidInput(f"cannot read {inp.display_name}: line 1: the header has {len(fields)} field(s) but the "
-                           f"read schema declares {columns} column(s): {text!r}", file=inp.display_name, line=1)
+        raise InputRejected(f"cannot read {inp.display_name}: line 1: the header has {len(fields)} field(s) but the "
+                            f"read schema declares {columns} column(s): {text!r}", file=inp.display_name, line=1)

@@ -10,7 +10,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from odf_core.engine.protocol import IngestInputFile
 from odf_core.metadata import ReadStepGeoJson, ReadStepNdGeoJson
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest.readers import SourceInfo, WorkDir, reader, schema_of
 from spark_jobs.ingest.readers.json import dump, load_json_document, read_ndjson_file, records_to_ndjson, write_ndjson
 
@@ -24,7 +24,7 @@ def geo_schema(step: Any) -> StructType | None:
         return None
     if GEOMETRY in schema.names:
         if not isinstance(schema[GEOMETRY].dataType, StringType):
-            raise InvalidInput("readStep.schema: the geometry column holds GeoJSON text and must be STRING")
+            raise InputRejected("readStep.schema: the geometry column holds GeoJSON text and must be STRING")
         return schema
     return StructType(schema.fields + [StructField(GEOMETRY, StringType())])
 
@@ -51,14 +51,14 @@ def read_geojson(spark: SparkSession, step: ReadStepGeoJson, inp: IngestInputFil
     doc = load_json_document(inp, "utf-8")
     if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection" or not isinstance(doc.get("features"),
                                                                                              list):
-        raise InvalidInput(f"cannot read {inp.display_name}: expected a GeoJSON FeatureCollection with a "
-                           "'features' array", file=inp.display_name)
+        raise InputRejected(f"cannot read {inp.display_name}: expected a GeoJSON FeatureCollection with a "
+                            "'features' array", file=inp.display_name)
 
     def records() -> Iterator[dict[str, Any]]:
         for i, feat in enumerate(doc["features"], 1):
             rec, err = feature_record(feat, f"feature {i}")
             if err:
-                raise InvalidInput(f"cannot read {inp.display_name}: {err}", file=inp.display_name, record=i)
+                raise InputRejected(f"cannot read {inp.display_name}: {err}", file=inp.display_name, record=i)
             yield rec
 
     tmp = work.path("features.ndjson")
@@ -81,11 +81,11 @@ def read_ndgeojson(spark: SparkSession, step: ReadStepNdGeoJson, inp: IngestInpu
                 try:
                     feat = json.loads(line)
                 except ValueError as e:
-                    raise InvalidInput(f"cannot read {inp.display_name}: line {n}: invalid JSON: {e}",
-                                       file=inp.display_name, line=n) from None
+                    raise InputRejected(f"cannot read {inp.display_name}: line {n}: invalid JSON: {e}",
+                                        file=inp.display_name, line=n) from None
                 rec, err = feature_record(feat, f"line {n}")
                 if err:
-                    raise InvalidInput(f"cannot read {inp.display_name}: {err}", file=inp.display_name, line=n)
+                    raise InputRejected(f"cannot read {inp.display_name}: {err}", file=inp.display_name, line=n)
                 order.update(dict.fromkeys(rec))
                 yield dump(rec)
 

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
 from odf_core.engine.protocol import IngestInputFile
 from odf_core.metadata import ReadStepJson, ReadStepNdJson
 from spark_jobs.columns import col
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest.coerce import checked_cast
 from spark_jobs.ingest.readers import (
     SourceInfo,
@@ -109,11 +109,11 @@ def load_json_document(inp: IngestInputFile, encoding: str) -> Any:
         with open(inp.path, encoding=encoding) as f:
             return json.load(f)
     except json.JSONDecodeError as e:
-        raise InvalidInput(f"cannot read {inp.display_name}: line {e.lineno} column {e.colno}: invalid JSON: "
-                           f"{e.msg}", file=inp.display_name, line=e.lineno) from None
+        raise InputRejected(f"cannot read {inp.display_name}: line {e.lineno} column {e.colno}: invalid JSON: "
+                            f"{e.msg}", file=inp.display_name, line=e.lineno) from None
     except UnicodeDecodeError as e:
-        raise InvalidInput(f"cannot read {inp.display_name}: not valid {encoding} text: {e}",
-                           file=inp.display_name) from None
+        raise InputRejected(f"cannot read {inp.display_name}: not valid {encoding} text: {e}",
+                            file=inp.display_name) from None
 
 
 @reader(ReadStepNdJson)
@@ -138,19 +138,19 @@ def read_json(spark: SparkSession, step: ReadStepJson, inp: IngestInputFile, wor
     if step.sub_path:
         for part in step.sub_path.split("."):
             if not isinstance(node, dict) or part not in node:
-                raise InvalidInput(f"cannot read {inp.display_name}: subPath {step.sub_path!r} not found (no key "
-                                   f"{part!r})", file=inp.display_name)
+                raise InputRejected(f"cannot read {inp.display_name}: subPath {step.sub_path!r} not found (no key "
+                                    f"{part!r})", file=inp.display_name)
             node = node[part]
     if not isinstance(node, list):
         where = f"subPath {step.sub_path!r}" if step.sub_path else "the root element"
-        raise InvalidInput(f"cannot read {inp.display_name}: {where} is not an array of records",
-                           file=inp.display_name)
+        raise InputRejected(f"cannot read {inp.display_name}: {where} is not an array of records",
+                            file=inp.display_name)
 
     def records() -> Iterator[dict[str, Any]]:
         for i, rec in enumerate(node, 1):
             if not isinstance(rec, dict):
-                raise InvalidInput(f"cannot read {inp.display_name}: record {i} is not a JSON object",
-                                   file=inp.display_name, record=i)
+                raise InputRejected(f"cannot read {inp.display_name}: record {i} is not a JSON object",
+                                    file=inp.display_name, record=i)
             yield rec
 
     tmp = work.path("records.ndjson")

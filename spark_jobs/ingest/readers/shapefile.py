@@ -19,7 +19,7 @@ from pyspark.sql.types import BooleanType, DataType, DateType, DoubleType, LongT
 
 from odf_core.engine.protocol import IngestInputFile
 from odf_core.metadata import ReadStepEsriShapefile
-from spark_jobs.errors import InvalidInput
+from spark_jobs.errors import InputRejected
 from spark_jobs.ingest.readers import SourceInfo, WorkDir, reader, schema_of
 from spark_jobs.ingest.readers.geojson import GEOMETRY, geo_schema
 from spark_jobs.ingest.readers.json import dump, read_ndjson_file, write_ndjson
@@ -50,14 +50,14 @@ def _members(path: str, sub_path: str | None, display: str) -> tuple[str, Callab
         base_dir, shp = os.path.split(path)
         return _members(base_dir or ".", shp, display)
     else:
-        raise InvalidInput(f"cannot read {display}: expected a zip archive, a directory or a .shp file", file=display)
+        raise InputRejected(f"cannot read {display}: expected a zip archive, a directory or a .shp file", file=display)
     candidates = [n for n in names if n.lower().endswith(".shp")]
     if sub_path:
         candidates = [n for n in candidates if fnmatch.fnmatch(n, sub_path)]
     if len(candidates) != 1:
         what = "no .shp file" if not candidates else f"several .shp files {candidates}"
-        raise InvalidInput(f"cannot read {display}: {what} match subPath {sub_path!r}" if sub_path else
-                           f"cannot read {display}: {what} found; set subPath to choose one", file=display)
+        raise InputRejected(f"cannot read {display}: {what} match subPath {sub_path!r}" if sub_path else
+                            f"cannot read {display}: {what} found; set subPath to choose one", file=display)
     return candidates[0], read_member
 
 
@@ -134,7 +134,7 @@ def open_shapefile(inp: IngestInputFile, sub_path: str | None) -> tuple[StructTy
     stem = shp_name[:-4]
     shp, dbf = read_member(shp_name), read_member(stem + ".dbf")
     if dbf is None:
-        raise InvalidInput(f"cannot read {display}: {stem}.dbf is missing next to {shp_name}", file=display)
+        raise InputRejected(f"cannot read {display}: {stem}.dbf is missing next to {shp_name}", file=display)
     # The code page: a .cpg file, else a .cst one (the older name some exporters write, e.g. GeoServer).
     encoding = _cpg_encoding(read_member(stem + ".cpg")) or _cpg_encoding(read_member(stem + ".cst"))
     rows: list[dict[str, Any]] = []
@@ -143,11 +143,11 @@ def open_shapefile(inp: IngestInputFile, sub_path: str | None) -> tuple[StructTy
             r = pyshp.Reader(shp=io.BytesIO(shp or b""), dbf=io.BytesIO(dbf), encoding=attempt)
             fields = r.fields[1:]  # the first is the deletion flag
             if any(f.name == GEOMETRY for f in fields):
-                raise InvalidInput(f"cannot read {display}: a dbf field named '{GEOMETRY}' clashes with the "
-                                   "geometry column", file=display)
+                raise InputRejected(f"cannot read {display}: a dbf field named '{GEOMETRY}' clashes with the "
+                                    "geometry column", file=display)
             if len(r.shapes()) != r.numRecords:
-                raise InvalidInput(f"cannot read {display}: {shp_name} has {len(r.shapes())} shapes but {stem}.dbf "
-                                   f"has {r.numRecords} records", file=display)
+                raise InputRejected(f"cannot read {display}: {shp_name} has {len(r.shapes())} shapes but {stem}.dbf "
+                                    f"has {r.numRecords} records", file=display)
             rows = []
             for sr in r.iterShapeRecords():
                 rec = {k: _value(v) for k, v in sr.record.as_dict().items()}
@@ -159,13 +159,13 @@ def open_shapefile(inp: IngestInputFile, sub_path: str | None) -> tuple[StructTy
             return schema, iter(rows)
         except UnicodeDecodeError:
             continue
-        except InvalidInput:
+        except InputRejected:
             raise
         except Exception as e:  # pyshp's format errors
             if isinstance(e.__cause__ or e.__context__, UnicodeDecodeError) or "decode" in str(e):
                 continue  # text that is not in this encoding: try the next one
-            raise InvalidInput(f"cannot read {display} ({shp_name}): {e}", file=display) from None
-    raise InvalidInput(f"cannot read {display}: {stem}.dbf is not valid {encoding} text", file=display)
+            raise InputRejected(f"cannot read {display} ({shp_name}): {e}", file=display) from None
+    raise InputRejected(f"cannot read {display}: {stem}.dbf is not valid {encoding} text", file=display)
 
 
 @reader(ReadStepEsriShapefile)

@@ -33,7 +33,14 @@ from spark_jobs.transform.incremental.frames import empty, evaluate, expand
 from spark_jobs.transform.incremental.key_ranges import Interval, KeySource, bounds, interval_bounds, intervals, sources
 from spark_jobs.transform.incremental.order_free import refuse_order_dependent
 from spark_jobs.transform.incremental.plan import Op, Unsupported
-from spark_jobs.transform.incremental.step import Step, restrict, segment_change, touched_keys, union_frames
+from spark_jobs.transform.incremental.step import (
+    KEPT_ROWS,
+    Step,
+    restrict,
+    segment_change,
+    touched_keys,
+    union_frames,
+)
 
 KIND = "keyed"
 
@@ -177,7 +184,7 @@ def step(step: Step, op: Op, changes: dict) -> Delta:
             neg.append(evaluate(cat, op.node, {**others, (i,): d.neg}))
             continue
         wanted, seen = step.keep(touched_keys(cat, d, attrs[i], spec.keys[i]))
-        wanted = step.broadcast(wanted, seen["__odf_rows"])
+        wanted = step.broadcast(wanted, seen[KEPT_ROWS])
         others = {(j,): restrict(cat, other(j), attrs[j], spec.keys[j], wanted)
                   for j in range(len(deltas)) if j != i}
         before = restrict(cat, rows(i, old=True), attrs[i], spec.keys[i], wanted)

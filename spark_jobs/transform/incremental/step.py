@@ -34,6 +34,8 @@ from spark_jobs.transform.inputs import (
 )
 
 KEY = "__odf_key"
+#: The row count :meth:`Step.keep` observes in the one job that fills a kept frame.
+KEPT_ROWS = "__odf_rows"
 
 
 # -- the names of state tables (in a step's states and in the checkpoint) --------------------------------------------
@@ -142,7 +144,7 @@ class Step:
         a window over a window with late rows ran 76 Spark jobs so (57 broadcasts), 41 as leaves
         (docs/transforms.md)."""
         obs = Observation()
-        leaf = self.leaf(df.observe(obs, F.count(F.lit(1)).alias("__odf_rows"), *stats))
+        leaf = self.leaf(df.observe(obs, F.count(F.lit(1)).alias(KEPT_ROWS), *stats))
         return leaf, Row(**obs.get)
 
     def broadcast(self, df: DataFrame, rows: int | None = None) -> DataFrame:
@@ -157,7 +159,7 @@ class Step:
         fits = self.sizing.broadcastable(rows)
         if fits is None:
             df, row = self.keep(df)
-            rows = row["__odf_rows"]
+            rows = row[KEPT_ROWS]
             fits = self.sizing.broadcastable(rows)
         return F.broadcast(df) if fits else df
 

@@ -28,7 +28,7 @@ from spark_jobs.transform.incremental.delta import Delta, cancel
 from spark_jobs.transform.incremental.frames import COUNT, empty, evaluate, expand, project
 from spark_jobs.transform.incremental.plan import Op, Unsupported
 from spark_jobs.transform.incremental.state import WindowColumns, by_keys
-from spark_jobs.transform.incremental.step import Step, restrict, segment_change, union_frames
+from spark_jobs.transform.incremental.step import KEPT_ROWS, Step, restrict, segment_change, union_frames
 
 KIND = "top"
 PASSED = "__odf_passed"  # a kept row that the filter passed (was output)
@@ -194,7 +194,7 @@ def step(step: Step, op: Op, old: DataFrame, changes: Mapping[str, Delta]) -> tu
         reached = both.withColumn("__odf_after", F.sum("__odf_kept").over(at_or_after))
         late, seen = step.keep(reached.where((F.col("__odf_kept") == 0) & (F.col("__odf_after") > 0))
                                .select(*keys).distinct())
-        late = step.broadcast(late, seen["__odf_rows"]) if seen["__odf_rows"] else None
+        late = step.broadcast(late, seen[KEPT_ROWS]) if seen[KEPT_ROWS] else None
     candidates = kept_rows.unionByName(gained)
     if late is not None:
         candidates = by_keys(candidates, late, keys, "left_anti")
