@@ -37,7 +37,7 @@ def ident(name: str) -> str:
         return quoted
     try:
         return name if StructType.fromDDL(f"{name} STRING").names == [name] else quoted
-    except Exception:
+    except Exception:  # noqa: BLE001 - any parse failure: quote the name
         return quoted
 
 
@@ -61,7 +61,7 @@ def parse_ddl(ddl: str, where: str) -> StructType:
 
     try:
         return StructType.fromDDL(ddl)
-    except Exception as e:  # ParseException and friends
+    except Exception as e:  # noqa: BLE001 - ParseException and friends
         raise InputRejected(f"{where}: invalid DDL schema {ddl!r}: {user_message(e)}") from None
 
 

@@ -68,22 +68,22 @@ def spark_errors(exc: BaseException) -> list[SparkError]:
         seen += 1
         try:
             condition = throwable.getCondition()
-        except Exception:  # not a SparkThrowable (py4j: no such method)
+        except Exception:  # noqa: BLE001 - not a SparkThrowable (py4j: no such method)
             condition = None
         if condition:
             try:
                 params = {str(k): str(v) for k, v in dict(throwable.getMessageParameters()).items()}
-            except Exception:
+            except Exception:  # noqa: BLE001 - py4j: any failure means no parameters
                 params = {}
             try:
                 state = throwable.getSqlState()
-            except Exception:
+            except Exception:  # noqa: BLE001 - py4j: any failure means no state
                 state = None
             found.append(SparkError(str(condition), str(state) if state else None, params,
                                     _clean(throwable.getMessage())))
         try:
             throwable = throwable.getCause()
-        except Exception:
+        except Exception:  # noqa: BLE001 - py4j: the end of the cause chain
             break
     if not found and hasattr(exc, "getCondition"):  # a Python-side PySparkException
         condition = exc.getCondition()  # type: ignore[attr-defined]

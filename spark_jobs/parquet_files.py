@@ -79,7 +79,7 @@ def spark_schema_json(file: str) -> dict[str, Any] | None:
     try:
         meta = pq.read_schema(file).metadata or {}
         return json.loads(meta[SPARK_SCHEMA_META_KEY]) if SPARK_SCHEMA_META_KEY in meta else None
-    except Exception:
+    except Exception:  # noqa: BLE001 - unreadable footer: no Spark schema
         return None
 
 
@@ -102,7 +102,8 @@ def footer_schema(spark: SparkSession, file: str) -> StructType:
     found = parquet.ParquetFileFormat.readSchemaFromFooter(jvm.org.apache.parquet.hadoop.Footer(path, meta), converter)
     # the checks a read makes of the schema (types the session does not enable, such as TIME, fail here as there)
     jvm.org.apache.spark.sql.catalyst.util.TypeUtils.failUnsupportedDataType(found, state.conf())
-    jvm.org.apache.spark.sql.execution.datasources.DataSourceUtils.verifySchema(parquet.ParquetFileFormat(), found, True)
+    datasources = jvm.org.apache.spark.sql.execution.datasources
+    datasources.DataSourceUtils.verifySchema(parquet.ParquetFileFormat(), found, True)
     return StructType.fromJson(json.loads(found.asNullable().json()))
 
 

@@ -131,7 +131,7 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]
             if active.isDefined():
                 sessions.setActiveSession(active.get())
             results["value"] = first()
-        except BaseException as e:  # raised in the caller's thread below
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread below
             results["error"] = e
 
     thread = InheritableThread(target=run, daemon=True)

@@ -91,7 +91,7 @@ def _gated_step(session: SparkSession, query: str, label: str) -> DataFrame:
         return sql_gate.gated_query(session, query, label)
     except QueryRejected:
         raise
-    except Exception as e:  # noqa: BLE001 - Spark's parse/analysis errors: the user's, or ours
+    except Exception as e:
         if is_user_error(e):
             raise QueryRejected(f"{label} failed: {user_message(e)}") from None
         raise

@@ -1,4 +1,5 @@
-"""The ingest checkpoint (format marker: :mod:`odf_core.ingest.checkpoint`): the merge state of Ledger (keys seen) and Snapshot (current rows), one parquet file.
+"""The ingest checkpoint (format marker: :mod:`odf_core.ingest.checkpoint`): the merge state of Ledger (keys seen)
+and Snapshot (current rows), one parquet file.
 
 Key-value metadata ``odf.spark-ingest.checkpoint`` = ``{"version": 1, "strategy": "Ledger"|"Snapshot",
 "primaryKey": [...]}`` (plus Spark's own schema key, so reading it back needs no schema-inference job).

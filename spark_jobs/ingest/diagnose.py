@@ -85,7 +85,7 @@ def diagnose_parse_failure(spark: SparkSession, src: SourceInfo, cause: str) -> 
                         json.loads(raw)
                     except ValueError as e:
                         detail = f"invalid JSON: {e}"
-        except Exception:  # diagnosis is best effort; the cause alone is still a good message
+        except Exception:  # noqa: BLE001 - diagnosis is best effort; the cause alone is still a good message
             pass
     where = f"{src.numbering} {number}: " if number is not None else ""
     kw = {src.numbering: number} if number is not None else {}

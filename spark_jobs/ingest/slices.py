@@ -38,7 +38,8 @@ def slice_schema(vocab: DatasetVocabulary, data_fields: Sequence[Any], required:
     import pyarrow as pa
 
     ts = pa.timestamp("ms", tz="UTC")
-    return pa.schema([pa.field(vocab.offset, pa.int64(), nullable=False), pa.field(vocab.op, pa.int32(), nullable=False),
+    return pa.schema([pa.field(vocab.offset, pa.int64(), nullable=False),
+                      pa.field(vocab.op, pa.int32(), nullable=False),
                       pa.field(vocab.system_time, ts, nullable=False)]
                      + [pa.field(f.name, ms_utc(f.type), nullable=f.name not in required) for f in data_fields])
 

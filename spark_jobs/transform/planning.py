@@ -193,7 +193,7 @@ def inspect_plan(session: SparkSession, out: DataFrame, vocab: DatasetVocabulary
     check_purity(cat, qe.analyzed())
     try:
         optimized = qe.optimizedPlan()
-    except Exception as e:  # noqa: BLE001 - constant folding evaluates e.g. 1/0 here
+    except Exception as e:
         if is_user_error(e):
             raise QueryRejected(f"the query fails: {user_message(e)}") from None
         raise

@@ -161,7 +161,7 @@ def open_shapefile(inp: IngestInputFile, sub_path: str | None) -> tuple[StructTy
             continue
         except InputRejected:
             raise
-        except Exception as e:  # pyshp's format errors
+        except Exception as e:  # noqa: BLE001 - pyshp's format errors
             if isinstance(e.__cause__ or e.__context__, UnicodeDecodeError) or "decode" in str(e):
                 continue  # text that is not in this encoding: try the next one
             raise InputRejected(f"cannot read {display} ({shp_name}): {e}", file=display) from None

@@ -171,11 +171,11 @@ def step(step: Step, op: Op, changes: dict) -> Delta:
         if d.empty:
             continue
 
-        def rows(j: int, old: bool) -> DataFrame:  # the rows of child j that can meet child i's changed keys
+        def rows(j: int, old: bool, i: int = i) -> DataFrame:  # child j's rows that can meet child i's changed keys
             return step.replay(op.children[j].node, old=old, bounds=_bounds(step, spec, i, j))
 
         # children before i are at their new rows, after i at their old rows
-        def other(j: int) -> DataFrame:
+        def other(j: int, i: int = i) -> DataFrame:
             return rows(j, old=j > i and not deltas[j].empty)
 
         if spec.linear[i]:
