@@ -62,7 +62,7 @@ def run_steps(session: SparkSession, transform: TransformSql, views: Mapping[str
     registered: list[str] = []
     try:
         for alias, df in views.items():
-            _register(session, df, alias, registered)
+            _register(df, alias, registered)
         output: DataFrame | None = None
         for number, step in enumerate(transform.steps(), 1):
             label = step_label(owner, number, step.alias)
@@ -72,7 +72,7 @@ def run_steps(session: SparkSession, transform: TransformSql, views: Mapping[str
             if step.alias is None:
                 output = df
             else:
-                _register(session, df, step.alias, registered)
+                _register(df, step.alias, registered)
     finally:
         if drop_views:
             for alias in registered:
@@ -81,7 +81,7 @@ def run_steps(session: SparkSession, transform: TransformSql, views: Mapping[str
     return output
 
 
-def _register(session: SparkSession, df: DataFrame, alias: str, registered: list[str]) -> None:
+def _register(df: DataFrame, alias: str, registered: list[str]) -> None:
     df.createOrReplaceTempView(quote(alias))
     registered.append(alias)
 
