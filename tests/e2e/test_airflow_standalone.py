@@ -1,6 +1,12 @@
 """The provider in a real ``airflow standalone`` (scheduler, dag-processor, api-server, triggerer; LocalExecutor on
 SQLite), driven only through the REST API, as a user would.
 
+The ``odf`` connection names ``engine_url: auto``: every task on this host sends its Spark work to one engine that
+the first of them starts (``odf engine serve`` on a private Unix socket) and the others reuse, as a LocalExecutor or
+Celery worker host runs it; the standalone's environment points the engine's directory and logs into the test's
+temporary directory. (One spark-submit per step, the default without ``engine_url``, runs in real task processes in
+tests/airflow_provider_odf/test_dag_runs.py and tests/odf_core/engine/test_submit.py.)
+
 A reduced example graph: ``e.cities`` (CSV over HTTP from a server this test starts, deferrable sensor) whose commit
 wakes the derivative ``e.big-cities`` through its Asset event, and ``e.flaky``, whose server answers HTTP 500 once:
 the fetch fails, Airflow retries it and the run commits exactly one block. Results are checked with ``odf_core``
@@ -9,7 +15,12 @@ directly on the workspace. One standalone for the module; it must stop without l
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -47,7 +58,8 @@ datasets:
     retries: 1            # the injected HTTP 500 is retried once, two seconds later
     retry_delay: 2
 """
-SPARK = {"conf": {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}}
+# the auto engine's Spark: the cores of a 2-core machine, few partitions for tiny data
+AUTO_ARGS = "--master local[2] --conf spark.sql.shuffle.partitions=2 --conf spark.default.parallelism=2"
 RUN_TIMEOUT_S = 600  # Spark jobs on a busy 2-core machine; normally a run takes well under a minute
 
 
@@ -58,6 +70,11 @@ class E2E:
     graph: SmallGraph
     workspace: str
     first_runs: dict[str, str]  # dataset -> run id of the run the fixture triggered
+    engine_logs: Path  # ODF_LOG_DIR of every component: the auto engine's log is there
+
+    def odf(self, *args: str) -> subprocess.CompletedProcess:
+        """An ``odf`` command with the standalone's environment (its auto engine's directory and logs)."""
+        return odf_command(self.airflow, *args)
 
     def ws(self) -> Workspace:
         return Workspace.open(self.workspace)
@@ -74,8 +91,12 @@ def e2e(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
     server = FileServer(write_served_files(tmp / "served"), fail_first={"/flaky.csv": 1}).start()
     graph = write_dag_folder(tmp / "dags", server.url().rstrip("/"), SIDECAR, prefix="e")
-    conn = {"conn_type": "odf", "extra": {"workspace": str(tmp / "ws"), "engine_options": SPARK}}
-    airflow = StandaloneAirflow(tmp / "home", tmp / "dags", env={"AIRFLOW_CONN_ODF_DEFAULT": json.dumps(conn)})
+    conn = {"conn_type": "odf", "extra": {"workspace": str(tmp / "ws"), "engine_url": "auto"}}
+    # a short directory of its own: a Unix socket's path is limited to ~100 bytes, pytest's temporary paths are long
+    engine_dir = tempfile.mkdtemp(prefix="odf-e2e-")
+    env = {"AIRFLOW_CONN_ODF_DEFAULT": json.dumps(conn), "ODF_ENGINE_DIR": engine_dir,
+           "ODF_LOG_DIR": str(tmp / "odf-logs"), "ODF_ENGINE_AUTO_ARGS": AUTO_ARGS}
+    airflow = StandaloneAirflow(tmp / "home", tmp / "dags", env=env)
     dag_ids = ["odf__sync", *(SmallGraph.dag_id(n) for n in (graph.cities, graph.big_cities, graph.flaky))]
     airflow.start()
     try:
@@ -90,10 +111,16 @@ def e2e(tmp_path_factory):
             first = {n: airflow.trigger(SmallGraph.dag_id(n)) for n in (graph.cities, graph.flaky)}
         except Exception as e:
             raise AssertionError(f"setting up the standalone Airflow failed: {e}\n{airflow.failure_report()}") from e
-        yield E2E(airflow, server, graph, str(tmp / "ws"), first)
+        yield E2E(airflow, server, graph, str(tmp / "ws"), first, tmp / "odf-logs")
     finally:
+        odf_command(airflow, "engine", "stop")  # the auto engine is detached from the standalone: stop it as a user
         airflow.stop()
         server.stop()
+
+
+def odf_command(airflow: StandaloneAirflow, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "odf_core.cli", *args], env=airflow.environment(),
+                          capture_output=True, text=True, timeout=120)
 
 
 def test_root_run_wakes_the_derivative_through_its_asset_event(e2e, spark):
@@ -120,6 +147,27 @@ def test_root_run_wakes_the_derivative_through_its_asset_event(e2e, spark):
         assert verify_integrity(ws.get(name).store).ok, name
     report = verify(ws, g.big_cities, engine=LocalEngine.with_session(spark))
     assert report.ok and report.blocks_checked == 1, report.summary()
+    for dag_id, run_id, task in ((e2e.dag_id(g.cities), run.run_id, "read"),
+                                 (e2e.dag_id(g.big_cities), derived.run_id, "transform")):
+        assert "engine auto: unix://" in af.task_log(dag_id, run_id, task), (dag_id, task)
+
+
+def test_every_task_on_the_host_shares_one_auto_engine(e2e):
+    """The tasks of three DAGs (two roots running at once, a derivative) sent their Spark work to one engine: the
+    first request started it, every later one reused it; ``odf engine status`` and ``stop`` reach it as a user would,
+    and nothing of it is left."""
+    status = e2e.odf("engine", "status")
+    assert status.returncode == 0, status.stderr
+    pid = int(re.search(r"auto engine: pid (\d+)", status.stdout).group(1))
+    [log] = e2e.engine_logs.glob("engine-auto-*.log")
+    text = log.read_text()
+    assert text.count(" starting: ") == 1, text[-3000:]
+    answered = re.findall(r": answered (\S+) in", text)
+    assert len(answered) >= 4, answered
+    stopped = e2e.odf("engine", "stop")
+    assert stopped.returncode == 0 and f"(pid {pid}," in stopped.stdout, (stopped.stdout, stopped.stderr)
+    assert not Path(f"/proc/{pid}").exists()
+    assert "no auto engine runs" in e2e.odf("engine", "status", "--engine", "auto").stderr
 
 
 def test_a_run_with_nothing_new_waits_in_the_triggerer_then_skips(e2e):
