@@ -24,6 +24,8 @@ if _VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+
 SPARK_CONF = {
     "spark.sql.ansi.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
@@ -35,6 +37,11 @@ SPARK_CONF = {
     "spark.driver.memory": "2g",
     "spark.sql.codegen.cache.maxEntries": DRIVER_CONF["spark.sql.codegen.cache.maxEntries"],
     "spark.python.sql.dataFrameDebugging.enabled": DRIVER_CONF["spark.python.sql.dataFrameDebugging.enabled"],
+    # the tests' JVM: tiny data in thousands of small Spark jobs, on 2 cores shared by two workers. Half of the
+    # JVM's CPU went to the JIT's C2 compiler (generated code of every new plan) and a sixth to G1's own threads; the
+    # client compiler only (a code cache big enough that it never sweeps) and the serial collector halve the JVM's
+    # CPU for the same tests at about the same wall time alone (docs/testing.md, "The tests' JVM")
+    "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
 }
 
 

@@ -109,6 +109,30 @@ def test_a_request_calls_spark_functions_without_looking_them_up_again(spark, mo
     assert [tuple(r) for r in rows] == [(1, 1, 2), (5, 5, 5)]
 
 
+def test_a_request_names_jvm_classes_without_looking_them_up_again(spark, monkeypatch):
+    """pyspark's ``jvm.PythonUtils`` (every select of columns), our ``jvm.org.apache…`` and static methods: after the
+    first use, no reflection round trip (each was a search of the whole class path for the names that miss)."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.session import request_session
+
+    session = request_session(spark)
+    df = session.createDataFrame([(1,), (5,)], "x int")
+    jvm = spark.sparkContext._jvm
+
+    def build():
+        return df.select("x", (F.col("x") + 1).alias("y")), jvm.org.apache.spark.sql.types.Metadata.empty()
+
+    build()  # the first use looks each name up
+    sent = _commands_sent(monkeypatch)
+    frame, metadata = build()
+    assert "r" not in sent and sent.count("c") >= 3, sent
+    assert [tuple(r) for r in frame.collect()] == [(1, 2), (5, 6)] and metadata.json() == "{}"
+    field = jvm.java.lang.Integer.MAX_VALUE  # a field's value is read again each time, never kept
+    sent.clear()
+    assert jvm.java.lang.Integer.MAX_VALUE == field == 2**31 - 1 and sent.count("r") == 1, sent
+
+
 def test_without_pyspark_s_internal_lookup_function_nothing_is_changed(monkeypatch):
     from pyspark.sql.functions import builtin
 
