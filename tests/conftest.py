@@ -24,7 +24,15 @@ if _VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+# The tests' JVMs: tiny data in thousands of small Spark jobs, on 2 cores shared by two workers. Half of a JVM's CPU
+# went to the JIT's C2 compiler (the generated code of every new plan) and a sixth to G1's own threads; the client
+# compiler only (with a code cache big enough that it is never swept) and the serial collector halve the JVM's CPU
+# for the same tests at about the same wall time alone (docs/testing.md, "The tests' JVMs"). Through
+# SPARK_SUBMIT_OPTS, which Spark's launcher gives every driver JVM it starts: this session's, and those of the
+# commands, engines, spark-submit jobs and Airflow tasks that the tests start (they inherit the environment).
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+if TEST_JVM_OPTIONS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):  # xdist's workers inherit the controller's
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{TEST_JVM_OPTIONS} {os.environ.get('SPARK_SUBMIT_OPTS', '')}".strip()
 
 SPARK_CONF = {
     "spark.sql.ansi.enabled": "true",
@@ -37,11 +45,6 @@ SPARK_CONF = {
     "spark.driver.memory": "2g",
     "spark.sql.codegen.cache.maxEntries": DRIVER_CONF["spark.sql.codegen.cache.maxEntries"],
     "spark.python.sql.dataFrameDebugging.enabled": DRIVER_CONF["spark.python.sql.dataFrameDebugging.enabled"],
-    # the tests' JVM: tiny data in thousands of small Spark jobs, on 2 cores shared by two workers. Half of the
-    # JVM's CPU went to the JIT's C2 compiler (generated code of every new plan) and a sixth to G1's own threads; the
-    # client compiler only (a code cache big enough that it never sweeps) and the serial collector halve the JVM's
-    # CPU for the same tests at about the same wall time alone (docs/testing.md, "The tests' JVM")
-    "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
 }
 
 
