@@ -172,11 +172,26 @@ def bench_cli(rounds: int) -> str:
     ])
 
 
+#: the demo's auto engine gets the Spark settings its spark-submit jobs get (dags_examples/demo.py SPARK)
+AUTO_ARGS = "--master local[2] --conf spark.sql.shuffle.partitions=4"
+
+
 def demo(mode: str, out: Path) -> dict:
+    """One ``./dev demo`` run; in ``engine`` mode with an auto engine of its own (a private engine directory, so
+    every run measures the engine's start and no user engine is touched), stopped afterwards."""
     args = [sys.executable, "-m", "dags_examples.demo", "--timings", str(out)]
+    env = dict(os.environ)
     if mode == "spark-submit":
         args.append("--spark-submit")
-    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=2400)
+    else:
+        env.update(ODF_ENGINE_DIR=tempfile.mkdtemp(prefix="odf-bench-"), ODF_ENGINE_AUTO_ARGS=AUTO_ARGS)
+        env.pop("ODF_ENGINE_URL", None)
+    try:
+        done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=2400, env=env)
+    finally:
+        if mode != "spark-submit":
+            subprocess.run([sys.executable, "-m", "odf_core.cli", "engine", "stop"], env=env, capture_output=True,
+                           timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"demo ({mode}) failed: {done.stdout[-3000:]} {done.stderr[-2000:]}")
     return json.loads(out.read_text())

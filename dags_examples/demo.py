@@ -13,10 +13,13 @@ Run ``./dev demo`` (``python -m dags_examples.demo`` from the repository root). 
 5. finally ``odf list``, ``odf tail`` of the derivatives and ``odf verify`` of every dataset (integrity, and for
    derivatives a replay of every transformation compared by logical hash).
 
-Spark work goes to one warm engine (``odf engine serve``, started first, its log in ``build/demo/engine.log``) named
-by the connection's ``engine_url``; ``--spark-submit`` runs every Spark step as its own spark-submit job instead (what
-the generated DAGs do when no engine is configured). ``--keep`` leaves Airflow (UI and REST API) and the engine
-running until Ctrl-C. ``--timings FILE`` writes the phases' and tasks' times as JSON (``benchmarks/bench_engine.py``).
+Spark work goes to your own warm engine: the connection's ``engine_url`` is ``auto`` (``ODF_ENGINE_URL=auto`` for
+commands), so the demo starts ``odf engine serve`` on a Unix socket only you can open (or reuses the one running),
+every task and command of the demo sends its Spark steps there, and it keeps running afterwards for your own ``odf``
+commands until 15 idle minutes have passed (``odf engine stop``; its log is in ``$ODF_LOG_DIR``, default
+``~/.cache/odf/logs``). ``--spark-submit`` runs every Spark step as its own spark-submit job instead (what the
+generated DAGs do when no engine is configured). ``--keep`` leaves Airflow (UI and REST API) running until Ctrl-C.
+``--timings FILE`` writes the phases' and tasks' times as JSON (``benchmarks/bench_engine.py``).
 """
 from __future__ import annotations
 
@@ -24,8 +27,8 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,7 +40,7 @@ os.environ["AIRFLOW_HOME"] = str(AIRFLOW_HOME)  # before Airflow is imported: no
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark on this machine only (and no warning about it)
 
 from airflow_provider_odf.dag_factory.plan import SYNC_DAG_ID, DatasetPlan, plan_folder  # noqa: E402
-from dags_examples.demo_support import DagRun, FileServer, StandaloneAirflow, free_port  # noqa: E402
+from dags_examples.demo_support import DagRun, FileServer, StandaloneAirflow  # noqa: E402
 from odf_core.cli import main as odf  # noqa: E402
 from odf_core.errors import OdfError  # noqa: E402
 from odf_core.workspace import Workspace  # noqa: E402
@@ -131,40 +134,58 @@ def run_graph(af: StandaloneAirflow, datasets: list[DatasetPlan], say: Progress)
 
 
 class Engine:
-    """``odf engine serve`` in the background for the demo's tasks (and its ``odf`` commands)."""
+    """Your own warm engine (``ODF_ENGINE_URL=auto``, :mod:`odf_core.engine.autostart`) for the demo's tasks and its
+    ``odf`` commands: started in the background while Airflow starts, or reused when one runs, and left running at
+    the end, as for any command of yours with ``auto`` (it stops after 15 idle minutes; ``odf engine stop``)."""
+
+    url = "auto"
 
     def __init__(self, say: Progress) -> None:
-        say("starting the engine (odf engine serve)")
-        self.port = free_port()
-        self.url = f"grpc://127.0.0.1:{self.port}"
-        self.log = BUILD / "engine.log"
-        t0 = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "odf_core.cli", "engine", "serve", "--port",
-                                      str(self.port), "--master", "local[2]", "--conf",
-                                      "spark.sql.shuffle.partitions=4"],
-                                     stdout=subprocess.DEVNULL, stderr=self.log.open("w"))
-        self.started = t0
+        from odf_core.engine.autostart import AutoFiles, auto_version, running
+        from odf_core.engine.base import log_dir
+
+        self.reused = running()
+        self.log = log_dir() / f"engine-auto-{AutoFiles.of(auto_version()).key}.log"
+        self._offset = self.log.stat().st_size if self.log.exists() else 0  # this demo's part of the log
+        if self.reused is not None:
+            say(f"reusing your auto engine (pid {self.reused.pid}, log {self.log})")
+        else:
+            say("starting your auto engine (odf engine serve on a private Unix socket; ODF_ENGINE_URL=auto)")
+        self.started = time.monotonic()
         self.start_s = 0.0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._start, daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        from odf_core.engine.autostart import ensure_running
+
+        try:
+            ensure_running()
+        except BaseException as e:  # noqa: BLE001 - reported by wait_ready, in the demo's thread
+            self._error = e
 
     def wait_ready(self, say: Progress) -> None:
         """Spark starts while Airflow does: both are ready after the slower of the two."""
-        t0 = self.started
-        while "odf engine ready" not in self.log.read_text():
-            if self.proc.poll() is not None:
-                raise OdfError(f"the engine did not start: {self.log.read_text()[-2000:]}")
-            if time.monotonic() - t0 > 300:
-                raise OdfError(f"the engine did not start within 300 s (log {self.log})")
-            time.sleep(0.2)
-        self.start_s = time.monotonic() - t0
-        say(f"engine ready at {self.url} in {self.start_s:.0f} s (log {self.log.relative_to(HERE.parent)})")
+        self._thread.join(300)
+        if self._thread.is_alive():
+            raise OdfError(f"the auto engine did not start within 300 s (log {self.log})")
+        if self._error is not None:
+            raise OdfError(f"the auto engine did not start: {self._error}")
+        self.start_s = 0.0 if self.reused is not None else time.monotonic() - self.started
+        if self.reused is None:
+            say(f"engine ready in {self.start_s:.0f} s (log {self.log})")
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+    def running(self) -> bool:
+        from odf_core.engine.autostart import running
+
+        return running() is not None
+
+    def log_text(self) -> str:
+        """What the engine logged since the demo started."""
+        with self.log.open("rb") as f:
+            f.seek(self._offset)
+            return f.read().decode(errors="replace")
 
 
 def task_times(af: StandaloneAirflow, datasets: list[DatasetPlan]) -> list[dict]:
@@ -181,7 +202,7 @@ def task_times(af: StandaloneAirflow, datasets: list[DatasetPlan]) -> list[dict]
 def show(datasets: list[DatasetPlan], engine: "Engine | None") -> None:
     def cli(*argv: str) -> None:
         print(f"\n$ odf {' '.join(argv)}", flush=True)
-        spark = ["--engine", engine.url] if engine and argv[0] in ("verify",) else []
+        spark = ["--engine", engine.url] if engine and argv[0] in ("verify",) else []  # the same warm engine
         if odf(["--workspace", str(WORKSPACE), *argv, *spark]) != 0:
             raise OdfError(f"odf {' '.join(argv)} failed")
 
@@ -220,9 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.spark_submit:
             engine = Engine(say)
-        extra = {"workspace": str(WORKSPACE), "engine_options": SPARK}
+        extra: dict = {"workspace": str(WORKSPACE)}
         if engine is not None:
-            extra["engine_url"] = engine.url
+            extra["engine_url"] = engine.url  # every task on this host shares your auto engine
+        else:
+            extra["engine_options"] = SPARK
         conn = {"conn_type": "odf", "extra": extra}
         af = StandaloneAirflow(AIRFLOW_HOME, HERE, env={"AIRFLOW_CONN_ODF_DEFAULT": json.dumps(conn)})
         with FileServer(HERE / "data" / "http", port=HTTP_PORT) as server:
@@ -245,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             say("done: every dataset ingested or derived through Airflow and verified")
             if args.timings:
                 if engine is not None:
-                    timings["engine_log"] = engine.log.read_text()
+                    timings["engine_log"] = engine.log_text()
                 Path(args.timings).write_text(json.dumps(timings, indent=2))
             if keep:
                 say(keep_message(af.base_url, admin_password()))
@@ -261,9 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         if af is not None:
             stragglers = af.stop()
             say("airflow stopped" + (f"; killed leftover processes: {stragglers}" if stragglers else ""))
-        if engine is not None:
-            engine.stop()
-            say("engine stopped")
+        if engine is not None and engine.running():
+            say("your auto engine keeps running for your odf commands (export ODF_ENGINE_URL=auto); it stops after "
+                "15 idle minutes, or now with: ./dev odf engine stop")
 
 
 def keep_message(base_url: str, password: str) -> str:
