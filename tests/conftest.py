@@ -30,7 +30,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # for the same tests at about the same wall time alone (docs/testing.md, "The tests' JVMs"). Through
 # SPARK_SUBMIT_OPTS, which Spark's launcher gives every driver JVM it starts: this session's, and those of the
 # commands, engines, spark-submit jobs and Airflow tasks that the tests start (they inherit the environment).
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+# ODF_TEST_JVM_OPTIONS replaces them ("" for Java's defaults: benchmarks/bench_test_jvm.py compares the two).
+TEST_JVM_OPTIONS = os.environ.get("ODF_TEST_JVM_OPTIONS",
+                                  "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC")
 if TEST_JVM_OPTIONS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):  # xdist's workers inherit the controller's
     os.environ["SPARK_SUBMIT_OPTS"] = f"{TEST_JVM_OPTIONS} {os.environ.get('SPARK_SUBMIT_OPTS', '')}".strip()
 
