@@ -7,9 +7,10 @@ Run: ``.venv/bin/python benchmarks/bench_test_jvm.py [--rounds N]``.
 Each round runs the sample once per setting (``ODF_TEST_JVM_OPTIONS=""`` for Java's defaults, then the suite's own),
 alternating, each as one ``pytest -n 0`` process with a fresh JVM. A small pytest plugin reads, when the session
 ends, the CPU time of every thread of the session's JVM from ``/proc`` and groups the threads by name (the JIT's
-compiler threads, the driver's py4j threads, the collector's, the executors'); the pytest process's own CPU is the
-Python side. Medians over the rounds. Two workers share 2 cores in ``./dev test``, so the CPU, not one process's wall
-time, is what the suite's time follows; both are reported.
+compiler threads, the driver's py4j threads, the collector's; the rest: executors' tasks, broadcasts, threads that
+ended), the JVM's total from its process entry; the pytest process's own CPU is the Python side. Medians over the
+rounds. Two workers share 2 cores in ``./dev test``, so the CPU, not one process's wall time, is what the suite's
+time follows; both are reported.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ SAMPLE = [
 ]
 SETTINGS = {"Java's defaults": "", "TEST_JVM_OPTIONS": None}  # None: the suite's own (tests/conftest.py)
 GROUPS = (("JIT compiler", ("C1 CompilerThre", "C2 CompilerThre")), ("driver (py4j)", ("Thread-",)),
-          ("collector", ("GC Thread", "G1 ", "VM Thread")), ("executor tasks", ("Executor task",)))
+          ("collector", ("GC Thread", "G1 ", "VM Thread")))
 
 PLUGIN = '''
 import glob, json, os, re
@@ -67,8 +68,10 @@ def pytest_sessionfinish(session):
         except (OSError, ValueError):
             continue
         if ppid == me and "java" in cmd:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # ended threads too
             with open(os.environ["BENCH_JVM_OUT"], "w") as f:
-                json.dump({"threads": _threads(pid), "python": sum(os.times()[:2]),
+                json.dump({"threads": _threads(pid), "total": total, "python": sum(os.times()[:2]),
                            "failed": session.testsfailed}, f)
 '''
 
@@ -90,7 +93,8 @@ def run_sample(options: str | None, tmp: Path, n: int) -> dict:
     found = json.loads(out.read_text())
     threads: dict[str, float] = found["threads"]
     grouped = {g: sum(v for k, v in threads.items() if k.startswith(prefixes)) for g, prefixes in GROUPS}
-    return {"wall": wall, "jvm": sum(threads.values()), "python": found["python"], **grouped}
+    rest = found["total"] - sum(grouped.values())  # executors' tasks, broadcasts, ended threads...
+    return {"wall": wall, "jvm": found["total"], "python": found["python"], **grouped, "other": rest}
 
 
 def main() -> None:
@@ -110,8 +114,8 @@ def main() -> None:
                 loads.append(os.getloadavg()[0])
                 print(f"round {r + 1} {name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in results[name][-1].items()),
                       flush=True)
-    keys = ["wall", "jvm", "python", *(g for g, _ in GROUPS)]
-    heads = ["setting", "wall", "JVM CPU", "Python CPU", *(f"JVM: {g}" for g, _ in GROUPS)]
+    keys = ["wall", "jvm", "python", *(g for g, _ in GROUPS), "other"]
+    heads = ["setting", "wall", "JVM CPU", "Python CPU", *(f"JVM: {g}" for g, _ in GROUPS), "JVM: the rest"]
     rows = [[name, *(f"{median([x[k] for x in runs]):.0f} s" for k in keys)] for name, runs in results.items()]
     base, new = (median([x["jvm"] + x["python"] for x in results[n]]) for n in SETTINGS)
     body = "\n\n".join([

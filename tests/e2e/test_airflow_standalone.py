@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -116,6 +117,7 @@ def e2e(tmp_path_factory):
         odf_command(airflow, "engine", "stop")  # the auto engine is detached from the standalone: stop it as a user
         airflow.stop()
         server.stop()
+        shutil.rmtree(engine_dir, ignore_errors=True)
 
 
 def odf_command(airflow: StandaloneAirflow, *args: str) -> subprocess.CompletedProcess:
