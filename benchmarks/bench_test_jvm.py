@@ -119,7 +119,7 @@ def main() -> None:
     rows = [[name, *(f"{median([x[k] for x in runs]):.0f} s" for k in keys)] for name, runs in results.items()]
     base, new = (median([x["jvm"] + x["python"] for x in results[n]]) for n in SETTINGS)
     body = "\n\n".join([
-        f"Machine: {machine_info('local[2]')}, {dt.date.today()}; load average (1 min) after each run "
+        f"Machine: {machine_info('local[2]')}; load average (1 min) after each run "
         f"{min(loads):.1f}-{max(loads):.1f}. {len(SAMPLE)} incremental tests (`pytest -n 0`, a fresh JVM each run), "
         f"{args.rounds} rounds alternating the settings; medians. `TEST_JVM_OPTIONS`: "
         "`-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC`.",
