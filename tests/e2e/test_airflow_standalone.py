@@ -154,24 +154,6 @@ def test_root_run_wakes_the_derivative_through_its_asset_event(e2e, spark):
         assert "engine auto: unix://" in af.task_log(dag_id, run_id, task), (dag_id, task)
 
 
-def test_every_task_on_the_host_shares_one_auto_engine(e2e):
-    """The tasks of three DAGs (two roots running at once, a derivative) sent their Spark work to one engine: the
-    first request started it, every later one reused it; ``odf engine status`` and ``stop`` reach it as a user would,
-    and nothing of it is left."""
-    status = e2e.odf("engine", "status")
-    assert status.returncode == 0, status.stderr
-    pid = int(re.search(r"auto engine: pid (\d+)", status.stdout).group(1))
-    [log] = e2e.engine_logs.glob("engine-auto-*.log")
-    text = log.read_text()
-    assert text.count(" starting: ") == 1, text[-3000:]
-    answered = re.findall(r": answered (\S+) in", text)
-    assert len(answered) >= 4, answered
-    stopped = e2e.odf("engine", "stop")
-    assert stopped.returncode == 0 and f"(pid {pid}," in stopped.stdout, (stopped.stdout, stopped.stderr)
-    assert not Path(f"/proc/{pid}").exists()
-    assert "no auto engine runs" in e2e.odf("engine", "status", "--engine", "auto").stderr
-
-
 def test_a_run_with_nothing_new_waits_in_the_triggerer_then_skips(e2e):
     af, g = e2e.airflow, e2e.graph
     head = str(e2e.ws().get(g.cities).chain.head())
@@ -201,6 +183,26 @@ def test_failed_fetch_is_retried_and_commits_exactly_once(e2e):
     assert verify_integrity(ws.get(g.flaky).store).ok
     [event] = af.asset_events(source_dag_id=e2e.dag_id(g.flaky))
     assert event["extra"]["head"] == str(st.head) and event["extra"]["records"] == len(expected)
+
+
+def test_every_task_on_the_host_shares_one_auto_engine(e2e):
+    """The tasks of three DAGs (two roots running at once, a derivative) sent their Spark work to one engine: the
+    first request started it, every later one reused it; ``odf engine status`` and ``stop`` reach it as a user would,
+    and nothing of it is left."""
+    for name in (e2e.graph.cities, e2e.graph.flaky):  # their Spark steps are done before the engine is looked at
+        e2e.airflow.wait_for_run(e2e.dag_id(name), e2e.first_runs[name], RUN_TIMEOUT_S)
+    status = e2e.odf("engine", "status")
+    assert status.returncode == 0, status.stderr
+    pid = int(re.search(r"auto engine: pid (\d+)", status.stdout).group(1))
+    [log] = e2e.engine_logs.glob("engine-auto-*.log")
+    text = log.read_text()
+    assert text.count(" starting: ") == 1, text[-3000:]
+    answered = re.findall(r": answered (\S+) in", text)
+    assert len(answered) >= 4, answered
+    stopped = e2e.odf("engine", "stop")
+    assert stopped.returncode == 0 and f"(pid {pid}," in stopped.stdout, (stopped.stdout, stopped.stderr)
+    assert not Path(f"/proc/{pid}").exists()
+    assert "no auto engine runs" in e2e.odf("engine", "status", "--engine", "auto").stderr
 
 
 def test_standalone_stops_without_leaving_processes_behind(e2e):
