@@ -21,6 +21,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -192,6 +193,7 @@ def demo(mode: str, out: Path) -> dict:
         if mode != "spark-submit":
             subprocess.run([sys.executable, "-m", "odf_core.cli", "engine", "stop"], env=env, capture_output=True,
                            timeout=120)
+            shutil.rmtree(env["ODF_ENGINE_DIR"], ignore_errors=True)
     if done.returncode != 0:
         raise RuntimeError(f"demo ({mode}) failed: {done.stdout[-3000:]} {done.stderr[-2000:]}")
     return json.loads(out.read_text())

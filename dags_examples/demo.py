@@ -142,10 +142,9 @@ class Engine:
 
     def __init__(self, say: Progress) -> None:
         from odf_core.engine.autostart import AutoFiles, auto_version, running
-        from odf_core.engine.base import log_dir
 
         self.reused = running()
-        self.log = log_dir() / f"engine-auto-{AutoFiles.of(auto_version()).key}.log"
+        self.log = AutoFiles.of(auto_version()).log
         self._offset = self.log.stat().st_size if self.log.exists() else 0  # this demo's part of the log
         if self.reused is not None:
             say(f"reusing your auto engine (pid {self.reused.pid}, log {self.log})")

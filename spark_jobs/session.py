@@ -42,44 +42,18 @@ def quiet_pyspark_loggers() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
-def cache_function_lookups() -> None:
-    """Make pyspark look each JVM function of ``pyspark.sql.functions`` up once per gateway, not at every call.
-
-    Every ``F.col``/``F.lit``/``F.when``... asks the JVM, through py4j, for the class
-    ``org.apache.spark.sql.functions`` and then for the member by name before it calls it: three round trips where
-    one would do. An incremental step builds hundreds of expressions: ~600 of a tiny GROUP BY step's ~6,300
-    round trips were these lookups (measured A/B, medians of 20: 874 against 940 ms a step; a stacked lead 1.92
-    against 2.00 s). The members are static methods of one JVM class, unchanged for the life of the gateway, and a
-    py4j member holds no state of its own, so one lookup serves every thread. Does nothing on a pyspark without that
-    internal function (a cluster's own pyspark): F.* calls then stay as they are."""
-    from pyspark.sql.functions import builtin
-
-    lookup = getattr(builtin, "_get_jvm_function", None)
-    if lookup is None or getattr(lookup, "odf_cached", False):
-        return
-    found: dict[tuple[int, str], Any] = {}
-
-    def cached_lookup(name: str, sc: Any) -> Any:
-        key = (id(sc._jvm._gateway_client), name)  # the member keeps its client alive: the id is never reused
-        member = found.get(key)
-        if member is None:
-            member = found[key] = lookup(name, sc)
-        return member
-
-    cached_lookup.odf_cached = True  # type: ignore[attr-defined]
-    builtin._get_jvm_function = cached_lookup
-
-
 def cache_class_lookups() -> None:
     """Make py4j look each JVM class, package and static method up once per gateway, not at every use.
 
-    ``jvm.PythonUtils`` (pyspark's ``_to_seq``, behind every ``select``/``groupBy`` of columns), ``jvm.functions``
-    and ``jvm.org.apache…X`` each cost a round trip per name, and the JVM resolves a short name by trying it against
-    every import: each miss is a ``Class.forName`` that searches every jar of the class path (~300) before it fails.
-    A tiny incremental step of a running window made ~470 such lookups (~0.15 s of its ~2.5 s; in the driver's own
-    CPU profile the class-path searches were the largest single item). Classes, packages and static methods of a
-    running JVM never change, and their py4j proxies hold only a name and the gateway: one serves every thread. Field
-    values are not cached (they can change)."""
+    Every ``F.col``/``F.lit``/``F.when``... asks the JVM for the class ``org.apache.spark.sql.functions`` and then
+    for the member by name before it calls it: three round trips where one would do (~600 of a tiny GROUP BY step's
+    ~6,300). ``jvm.PythonUtils`` (pyspark's ``_to_seq``, behind every ``select``/``groupBy`` of columns) and
+    ``jvm.org.apache…X`` cost a round trip per name too, and the JVM resolves a short name by trying it against
+    every import: each miss is a ``Class.forName`` that searches every jar of the class path (~300) before it
+    fails. A tiny incremental step of a running window made ~470 such lookups (~0.15 s of its ~2.5 s; in the
+    driver's own CPU profile the class-path searches were the largest single item). Classes, packages and static
+    methods of a running JVM never change, and their py4j proxies hold only a name and the gateway: one serves
+    every thread. Field values are not cached (they can change)."""
     from py4j import java_gateway as jg
 
     if getattr(jg.JVMView.__getattr__, "odf_cached", False):
@@ -120,7 +94,6 @@ def request_session(spark: SparkSession) -> SparkSession:
     """A child session with the caller's SQL and ``spark.odf.*`` settings and then the ODF ones on top: own temp
     views and settings, the caller's session untouched (a new session would otherwise start from the SparkConf
     alone)."""
-    cache_function_lookups()
     cache_class_lookups()
     session = spark.newSession()
     for k, v in settings(spark).items():

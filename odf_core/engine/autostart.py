@@ -150,6 +150,11 @@ class AutoFiles:
     def url(self) -> str:
         return f"unix://{self.socket}"
 
+    @property
+    def log(self) -> Path:
+        """The engine's output: ``$ODF_LOG_DIR/engine-auto-<key>.log``, appended to by each start."""
+        return log_dir() / f"engine-auto-{self.key}.log"
+
 
 @dataclass(frozen=True)
 class AutoState:
@@ -266,9 +271,8 @@ def ensure_running(version: str | None = None, *, idle_exit: float | None = None
 
 
 def _start(files: AutoFiles, version: str, idle_exit: float, args: list[str], timeout_s: float) -> AutoState:
-    logs = log_dir()
-    logs.mkdir(parents=True, exist_ok=True)
-    log = logs / f"engine-auto-{files.key}.log"
+    log = files.log
+    log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "odf_core.cli", "engine", "serve", "--socket", str(files.socket),
            "--pid-file", str(files.pid_file), "--idle-exit", f"{idle_exit:g}", "--allow-path", "/", *args]
     env = {k: v for k, v in os.environ.items() if k != "ODF_ENGINE_URL"}

@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +40,7 @@ from ..airflow_provider_odf.small_graph import (
     write_dag_folder,
     write_served_files,
 )
+from ..cli_process import OdfCli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.spark]
 
@@ -72,10 +71,7 @@ class E2E:
     workspace: str
     first_runs: dict[str, str]  # dataset -> run id of the run the fixture triggered
     engine_logs: Path  # ODF_LOG_DIR of every component: the auto engine's log is there
-
-    def odf(self, *args: str) -> subprocess.CompletedProcess:
-        """An ``odf`` command with the standalone's environment (its auto engine's directory and logs)."""
-        return odf_command(self.airflow, *args)
+    odf: OdfCli  # ``odf`` commands with the standalone's engine directory and logs
 
     def ws(self) -> Workspace:
         return Workspace.open(self.workspace)
@@ -98,6 +94,7 @@ def e2e(tmp_path_factory):
     env = {"AIRFLOW_CONN_ODF_DEFAULT": json.dumps(conn), "ODF_ENGINE_DIR": engine_dir,
            "ODF_LOG_DIR": str(tmp / "odf-logs"), "ODF_ENGINE_AUTO_ARGS": AUTO_ARGS}
     airflow = StandaloneAirflow(tmp / "home", tmp / "dags", env=env)
+    odf = OdfCli(tmp, env)
     dag_ids = ["odf__sync", *(SmallGraph.dag_id(n) for n in (graph.cities, graph.big_cities, graph.flaky))]
     airflow.start()
     try:
@@ -112,17 +109,12 @@ def e2e(tmp_path_factory):
             first = {n: airflow.trigger(SmallGraph.dag_id(n)) for n in (graph.cities, graph.flaky)}
         except Exception as e:
             raise AssertionError(f"setting up the standalone Airflow failed: {e}\n{airflow.failure_report()}") from e
-        yield E2E(airflow, server, graph, str(tmp / "ws"), first, tmp / "odf-logs")
+        yield E2E(airflow, server, graph, str(tmp / "ws"), first, tmp / "odf-logs", odf)
     finally:
-        odf_command(airflow, "engine", "stop")  # the auto engine is detached from the standalone: stop it as a user
+        odf.run("engine", "stop")  # the auto engine is detached from the standalone: stop it as a user
         airflow.stop()
         server.stop()
         shutil.rmtree(engine_dir, ignore_errors=True)
-
-
-def odf_command(airflow: StandaloneAirflow, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "odf_core.cli", *args], env=airflow.environment(),
-                          capture_output=True, text=True, timeout=120)
 
 
 def test_root_run_wakes_the_derivative_through_its_asset_event(e2e, spark):
@@ -191,7 +183,7 @@ def test_every_task_on_the_host_shares_one_auto_engine(e2e):
     and nothing of it is left."""
     for name in (e2e.graph.cities, e2e.graph.flaky):  # their Spark steps are done before the engine is looked at
         e2e.airflow.wait_for_run(e2e.dag_id(name), e2e.first_runs[name], RUN_TIMEOUT_S)
-    status = e2e.odf("engine", "status")
+    status = e2e.odf.run("engine", "status")
     assert status.returncode == 0, status.stderr
     pid = int(re.search(r"auto engine: pid (\d+)", status.stdout).group(1))
     [log] = e2e.engine_logs.glob("engine-auto-*.log")
@@ -199,10 +191,10 @@ def test_every_task_on_the_host_shares_one_auto_engine(e2e):
     assert text.count(" starting: ") == 1, text[-3000:]
     answered = re.findall(r": answered (\S+) in", text)
     assert len(answered) >= 4, answered
-    stopped = e2e.odf("engine", "stop")
+    stopped = e2e.odf.run("engine", "stop")
     assert stopped.returncode == 0 and f"(pid {pid}," in stopped.stdout, (stopped.stdout, stopped.stderr)
     assert not Path(f"/proc/{pid}").exists()
-    assert "no auto engine runs" in e2e.odf("engine", "status", "--engine", "auto").stderr
+    assert "no auto engine runs" in e2e.odf.run("engine", "status", "--engine", "auto").stderr
 
 
 def test_standalone_stops_without_leaving_processes_behind(e2e):

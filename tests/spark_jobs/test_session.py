@@ -133,16 +133,6 @@ def test_a_request_names_jvm_classes_without_looking_them_up_again(spark, monkey
     assert jvm.java.lang.Integer.MAX_VALUE == field == 2**31 - 1 and sent.count("r") == 1, sent
 
 
-def test_without_pyspark_s_internal_lookup_function_nothing_is_changed(monkeypatch):
-    from pyspark.sql.functions import builtin
-
-    from spark_jobs.session import cache_function_lookups
-
-    monkeypatch.delattr(builtin, "_get_jvm_function")
-    cache_function_lookups()  # a cluster's pyspark may not have it: F.* calls stay as they are
-    assert not hasattr(builtin, "_get_jvm_function")
-
-
 def test_settings_are_read_in_a_few_round_trips_and_equal_the_confs_own(spark, monkeypatch):
     from spark_jobs.session import request_session, settings
 
