@@ -326,9 +326,12 @@ def _full(session: SparkSession, request: TransformRequest, inputs: Sequence[Que
     """The query over the inputs' whole state, diffed against the previous output state; with ``step`` the
     operators' states are computed too and the checkpoint is an incremental one (then, without a previous output,
     the query's rows are the slice as they are: :func:`first_diff`)."""
+    from spark_jobs.transform.incremental.sizing import interpret_small_history
+
     warnings: list[str] = diag.setdefault("warnings", [])
     diag.setdefault("timings", {})
     modes = diag.setdefault("modes", {})
+    interpret_small_history(session, sum(end + 1 for end in ends.values() if end is not None))
     # the incremental checkpoint keeps operator states only: the output state goes to a file next to it, for the diff
     target = None if step is None else local_path(request.new_checkpoint_path) + ".output.parquet"
 

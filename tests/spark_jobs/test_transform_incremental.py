@@ -436,6 +436,9 @@ def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
     cores = str(spark.sparkContext.defaultParallelism)
     assert [r.diagnostics["sizing"].split(" ")[0] for r in parts.result.responses[1:]] == [cores] * 3
     assert [r.diagnostics["sizing"].split(" ")[0] for r in inc.result.responses[1:]] == ["1"] * 3
+    # the small steps ran interpreted, the others with whole-stage code generation: the same bytes
+    assert all("whole-stage code generation off" in r.diagnostics["sizing"] for r in inc.result.responses[1:])
+    assert not any("whole-stage" in r.diagnostics["sizing"] for r in parts.result.responses[1:])
     for a, b in zip(inc.result.slices, parts.result.slices):
         assert a.equals(b), (a.to_pylist(), b.to_pylist())
     adaptive = _run(spark, tmp_path / "adaptive", transform, _inputs(FIXED_A, FIXED_B), split, adaptive=True)
@@ -445,8 +448,8 @@ def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
     assert {r.diagnostics["path"] for r in full.result.responses} == {"full"}
     # the step planned its shuffles: the state's rows and the history's (a min/max may be recomputed) bound them
     sizing = [r.diagnostics.get("sizing") for r in inc.result.responses]
-    assert sizing[0] is None and all("shuffle partition(s) for up to" in s and "adaptive execution off" in s
-                                     for s in sizing[1:]), sizing
+    assert sizing[0] is None and all("shuffle partition(s) for up to" in s and "adaptive execution" in s
+                                     and s.endswith(" off") for s in sizing[1:]), sizing
     assert [r.diagnostics.get("sizing") for r in adaptive.result.responses][1:] == ["adaptive execution"] * 3
     assert len(inc.result.slices) == len(adaptive.result.slices) == len(full.result.slices) == 4
     for a, b, c in zip(inc.result.slices, adaptive.result.slices, full.result.slices):

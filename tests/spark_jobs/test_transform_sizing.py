@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.errors import EngineFailure
-from spark_jobs.transform.incremental.sizing import (ADAPTIVE_CONF, BROADCAST_CONF, BROADCAST_ROWS, ROWS_PER_PARTITION,
-                                                    SMALL_STEP_CONF, SMALL_STEP_ROWS, size_step)
+from spark_jobs.transform.incremental.sizing import (ADAPTIVE_CONF, BROADCAST_CONF, BROADCAST_ROWS, CODEGEN_CONF,
+                                                    ROWS_PER_PARTITION, SMALL_STEP_CONF, SMALL_STEP_ROWS,
+                                                    interpret_small_history, size_step)
 
 pytestmark = pytest.mark.spark
 
@@ -28,6 +29,29 @@ def test_partitions_follow_the_rows_a_step_reads(spark):
     assert spark.conf.get("spark.sql.shuffle.partitions") == caller_partitions  # the caller's session untouched
 
 
+@pytest.mark.parametrize("own", [None, "true", "false"])
+def test_a_small_step_runs_without_whole_stage_code_generation(spark, own):
+    """Up to the small step's rows its queries run interpreted; past them (a history read) with the request's own
+    setting again, whatever it was; the caller's session keeps its own."""
+    session = spark.newSession()
+    if own is not None:
+        session.conf.set(CODEGEN_CONF, own)
+    sizing = size_step(session, [], None)
+    assert sizing.interpreted and session.conf.get(CODEGEN_CONF) == "false"
+    assert sizing.describe() == "1 shuffle partition(s) for up to 0 row(s), adaptive execution and whole-stage code " \
+                                "generation off"
+    sizing.cover(SMALL_STEP_ROWS)  # still small
+    assert session.conf.get(CODEGEN_CONF) == "false"
+    sizing.cover(1)
+    assert not sizing.interpreted and session.conf.get(CODEGEN_CONF) == (own or "true")
+    assert sizing.describe().endswith(f"{SMALL_STEP_ROWS + 1} row(s), adaptive execution off")
+    assert spark.conf.get(CODEGEN_CONF) == "true"
+    adaptive = spark.newSession()
+    adaptive.conf.set(ADAPTIVE_CONF, "true")  # adaptive execution plans the step: Spark's own settings stay
+    size_step(adaptive, [], None)
+    assert adaptive.conf.get(CODEGEN_CONF) == "true"
+
+
 def test_adaptive_execution_can_be_kept(spark):
     session = spark.newSession()
     session.conf.set(ADAPTIVE_CONF, "true")
@@ -36,6 +60,13 @@ def test_adaptive_execution_can_be_kept(spark):
     sizing.cover(10 * ROWS_PER_PARTITION)
     assert sizing.partitions is None and sizing.describe() == "adaptive execution"
     assert session.conf.get("spark.sql.shuffle.partitions") == before
+
+
+def test_a_full_step_over_a_small_history_runs_interpreted(spark):
+    session = spark.newSession()
+    assert not interpret_small_history(session, SMALL_STEP_ROWS + 1) and session.conf.get(CODEGEN_CONF) == "true"
+    assert interpret_small_history(session, SMALL_STEP_ROWS) and session.conf.get(CODEGEN_CONF) == "false"
+    assert spark.conf.get(CODEGEN_CONF) == "true"
 
 
 @pytest.mark.parametrize("adaptive", ["false", "true"])

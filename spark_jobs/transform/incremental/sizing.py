@@ -7,10 +7,13 @@ beforehand how many rows its shuffles can see at most (new rows, the state's row
 the inputs' history, the rows of the history slices it reads, all from footers), so it plans its shuffles itself:
 adaptive execution off and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core, except
 that a step of at most :data:`SMALL_STEP_ROWS` rows runs its shuffles in one partition (two tasks per stage for a
-few thousand rows cost more than they share: ~0.1 s of a 10k-group GROUP BY step's ~0.4 s of Spark jobs). A history
+few thousand rows cost more than they share: ~0.1 s of a 10k-group GROUP BY step's ~0.4 s of Spark jobs) and without
+whole-stage code generation (:data:`CODEGEN_CONF`): a step is dozens of new plans, and compiling Java for each of
+them costs more than running its operators interpreted over a small step's rows (0.91x the CPU of tiny steps,
+benchmarks/RESULTS.md ``bench_small_step_codegen``; the results are the same either way). A history
 counts from the moment the step reads it (a min/max group to recompute, an operator by key): a step that reads
 none is planned for its new rows and state only. Rebuilds and the full path keep adaptive execution (they read
-whole histories of unknown shape).
+whole histories of unknown shape); over a history of at most a small step's rows they too run interpreted.
 
 ``spark.odf.incremental.adaptive=true`` keeps adaptive execution for incremental steps too.
 
@@ -42,6 +45,8 @@ SMALL_STEP_CONF = "spark.odf.incremental.smallStepRows"
 #: Frames of a step's change up to this many rows are broadcast to the joins that look them up.
 BROADCAST_ROWS = 1_000_000
 BROADCAST_CONF = "spark.odf.incremental.broadcastRows"
+#: Spark's switch of whole-stage code generation: off while a step is small, the request's own value past that.
+CODEGEN_CONF = "spark.sql.codegen.wholeStage"
 
 
 def rows_setting(session: SparkSession, conf: str, default: int) -> int:
@@ -70,26 +75,38 @@ class StepSizing:
     cores: int = 1
     small: int = SMALL_STEP_ROWS
     broadcast: int = BROADCAST_ROWS
+    codegen: str | None = None  # the request's own whole-stage code generation setting (past a small step)
+
+    @property
+    def interpreted(self) -> bool:
+        """Whether the step's queries run without whole-stage code generation (a small step's)."""
+        return self.partitions is not None and self.rows <= self.small
 
     def describe(self) -> str:
         if self.partitions is None:
             return "adaptive execution"
-        return f"{self.partitions} shuffle partition(s) for up to {self.rows} row(s), adaptive execution off"
+        off = "adaptive execution and whole-stage code generation off" if self.interpreted else "adaptive execution off"
+        return f"{self.partitions} shuffle partition(s) for up to {self.rows} row(s), {off}"
 
     def apply(self) -> None:
         if self.partitions is None:
             return
         self.session.conf.set("spark.sql.adaptive.enabled", "false")
         self.session.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
+        if self.codegen is None:
+            self.codegen = str(self.session.conf.get(CODEGEN_CONF, "true"))
+        self.session.conf.set(CODEGEN_CONF, "false" if self.interpreted else self.codegen)
 
     def cover(self, rows: int) -> None:
-        """The step is about to read ``rows`` more (an input's history): later queries get partitions for them.
-        Spark reads the setting when a query runs, so raising it before the query's action is enough."""
+        """The step is about to read ``rows`` more (an input's history): later queries get partitions for them (and
+        whole-stage code generation past a small step). Spark reads the settings when a query runs, so raising them
+        before the query's action is enough."""
+        was_interpreted = self.interpreted
         self.rows += rows
         if self.partitions is not None:
             wanted = partitions_for(self.rows, self.cores, self.small)
-            if wanted > self.partitions:
-                self.partitions = wanted
+            if wanted > self.partitions or self.interpreted != was_interpreted:
+                self.partitions = max(wanted, self.partitions)
                 self.apply()
 
     def broadcastable(self, rows: int | None = None) -> bool | None:
@@ -102,6 +119,15 @@ class StepSizing:
 
 def new_rows(inputs: Sequence[QueryInput]) -> int:
     return sum(iv.end - iv.start + 1 for iv in (i.request.offset_interval for i in inputs) if iv is not None)
+
+
+def interpret_small_history(session: SparkSession, rows: int) -> bool:
+    """A full step (a rebuild, the full path) over a history of at most the small step's ``rows`` runs without
+    whole-stage code generation too (it keeps adaptive execution); whether it does."""
+    if rows > rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS):
+        return False
+    session.conf.set(CODEGEN_CONF, "false")
+    return True
 
 
 def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: str | None) -> StepSizing:
