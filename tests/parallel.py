@@ -11,7 +11,8 @@ ones before them:
 ``GROUPS`` lists them by file, because xdist's scheduler sees node ids only (its own ``xdist_group`` marks do not
 reach it under pytest 9.2: pytest-xdist issue #1386); every run checks the list against the fixtures each test
 really uses, so a new file with a module-scoped fixture fails collection until it is listed. The heavy groups come
-first (``FIRST``): a group of minutes handed out last would leave one worker running it alone at the end. A test
+first (``FIRST``), then the files of long tests (``EARLY``): a group of minutes, or a test of a minute, handed out
+last would leave one worker running it alone at the end. A test
 that looks at processes it did not start must look only at its own: another worker's engines and Spark jobs run at
 the same time (docs/testing.md).
 """
@@ -57,6 +58,14 @@ FIRST = (
     "podman",
 )
 
+# then the files of long tests (tens of seconds each, minutes in all): in collection order they came last, and a
+# worker still running one of them while the other had nothing left made the run's tail; quick tests fill it now
+EARLY = (
+    "tests/spark_jobs/test_transform_incremental.py",
+    "tests/spark_jobs/test_transform_exact_sums.py",
+    "tests/spark_jobs/test_transform_batching.py",
+)
+
 
 def file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
@@ -79,7 +88,7 @@ def needed_group(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check ``GROUPS`` against what the tests use, and put the heavy groups first."""
+    """Check ``GROUPS`` against what the tests use, and put the heavy groups first, then the ``EARLY`` files."""
     missing = sorted({f"{file_of(i.nodeid)!r}: {g!r}" for i in items
                       if (g := needed_group(i)) is not None and GROUPS.get(file_of(i.nodeid)) != g})
     if missing:
@@ -87,8 +96,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                 "GROUPS: " + ", ".join(missing))
 
     def rank(item: pytest.Item) -> int:
-        group = GROUPS.get(file_of(item.nodeid))
-        return FIRST.index(group) if group in FIRST else len(FIRST)
+        path = file_of(item.nodeid)
+        group = GROUPS.get(path)
+        if group in FIRST:
+            return FIRST.index(group)
+        return len(FIRST) + (EARLY.index(path) if path in EARLY else len(EARLY))
 
     items.sort(key=rank)  # stable: the order within a file and among the rest is kept
 
