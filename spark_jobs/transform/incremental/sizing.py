@@ -75,7 +75,7 @@ class StepSizing:
     cores: int = 1
     small: int = SMALL_STEP_ROWS
     broadcast: int = BROADCAST_ROWS
-    codegen: str | None = None  # the request's own whole-stage code generation setting (past a small step)
+    codegen: str = "true"  # the request's own whole-stage code generation setting (past a small step)
 
     @property
     def interpreted(self) -> bool:
@@ -93,8 +93,6 @@ class StepSizing:
             return
         self.session.conf.set("spark.sql.adaptive.enabled", "false")
         self.session.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
-        if self.codegen is None:
-            self.codegen = str(self.session.conf.get(CODEGEN_CONF, "true"))
         self.session.conf.set(CODEGEN_CONF, "false" if self.interpreted else self.codegen)
 
     def cover(self, rows: int) -> None:
@@ -105,8 +103,8 @@ class StepSizing:
         self.rows += rows
         if self.partitions is not None:
             wanted = partitions_for(self.rows, self.cores, self.small)
-            if wanted > self.partitions or self.interpreted != was_interpreted:
-                self.partitions = max(wanted, self.partitions)
+            if wanted > self.partitions or self.interpreted != was_interpreted:  # rows only grow: never lowered
+                self.partitions = wanted
                 self.apply()
 
     def broadcastable(self, rows: int | None = None) -> bool | None:
@@ -138,6 +136,7 @@ def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: s
         return StepSizing(session, rows, None, broadcast=broadcast)
     cores = max(1, session.sparkContext.defaultParallelism)
     small = rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS)
-    sizing = StepSizing(session, rows, partitions_for(rows, cores, small), cores, small, broadcast)
+    sizing = StepSizing(session, rows, partitions_for(rows, cores, small), cores, small, broadcast,
+                        str(session.conf.get(CODEGEN_CONF, "true")))
     sizing.apply()
     return sizing
