@@ -432,7 +432,8 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
     # both are written in one task each (one file each), from the same change: side by side they take the time of
     # the longer one (neither carries encoding settings the other could take: parquet_files.SHARED_WRITER_SETTINGS)
     written = side_by_side(output_slice, lambda: _write_checkpoint(step, request, new_states, diag))[0]
-    diag["sizing"] = step.sizing.describe()
+    kept = step.kept()
+    diag["sizing"] = step.sizing.describe() + (f"; {kept}" if kept else "")
     diag["history"] = step.history_read()
     diag["correction_key"] = list(info.key) if info.key is not None else None
     return written

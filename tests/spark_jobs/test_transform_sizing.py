@@ -6,6 +6,7 @@ import pytest
 
 from spark_jobs.errors import EngineFailure
 from spark_jobs.transform.incremental.sizing import (ADAPTIVE_CONF, BROADCAST_CONF, BROADCAST_ROWS, CODEGEN_CONF,
+                                                    FACTORY_CONF, LOCAL_ROWS,
                                                     ROWS_PER_PARTITION, SMALL_STEP_CONF, SMALL_STEP_ROWS,
                                                     interpret_small_history, size_step)
 
@@ -29,27 +30,34 @@ def test_partitions_follow_the_rows_a_step_reads(spark):
     assert spark.conf.get("spark.sql.shuffle.partitions") == caller_partitions  # the caller's session untouched
 
 
-@pytest.mark.parametrize("own", [None, "true", "false"])
-def test_a_small_step_runs_without_whole_stage_code_generation(spark, own):
-    """Up to the small step's rows its queries run interpreted; past them (a history read) with the request's own
-    setting again, whatever it was; the caller's session keeps its own."""
+def _codegen(session) -> tuple[str, str]:
+    return session.conf.get(CODEGEN_CONF), session.conf.get(FACTORY_CONF, "FALLBACK")
+
+
+@pytest.mark.parametrize("own", [None, ("true", "FALLBACK"), ("false", "CODEGEN_ONLY")])
+def test_a_small_step_runs_without_code_generation(spark, own):
+    """Up to the small step's rows its queries run interpreted (no whole-stage code, Spark's interpreted projections);
+    past them (a history read) with the request's own settings again, whatever they were; the caller's session keeps
+    its own."""
     session = spark.newSession()
     if own is not None:
-        session.conf.set(CODEGEN_CONF, own)
+        session.conf.set(CODEGEN_CONF, own[0])
+        session.conf.set(FACTORY_CONF, own[1])
     sizing = size_step(session, [], None)
-    assert sizing.interpreted and session.conf.get(CODEGEN_CONF) == "false"
-    assert sizing.describe() == "1 shuffle partition(s) for up to 0 row(s), adaptive execution and whole-stage code " \
-                                "generation off"
+    assert sizing.interpreted and _codegen(session) == ("false", "NO_CODEGEN")
+    assert sizing.describe() == "1 shuffle partition(s) for up to 0 row(s), adaptive execution and code generation off"
+    assert sizing.local_leaves
     sizing.cover(SMALL_STEP_ROWS)  # still small
-    assert session.conf.get(CODEGEN_CONF) == "false"
+    assert _codegen(session) == ("false", "NO_CODEGEN") and sizing.local_leaves
     sizing.cover(1)
-    assert not sizing.interpreted and session.conf.get(CODEGEN_CONF) == (own or "true")
+    assert not sizing.interpreted and _codegen(session) == (own or ("true", "FALLBACK"))
+    assert not sizing.local_leaves and LOCAL_ROWS < SMALL_STEP_ROWS  # frames past LOCAL_ROWS stay checkpoints anyway
     assert sizing.describe().endswith(f"{SMALL_STEP_ROWS + 1} row(s), adaptive execution off")
-    assert spark.conf.get(CODEGEN_CONF) == "true"
+    assert _codegen(spark) == ("true", "FALLBACK")
     adaptive = spark.newSession()
     adaptive.conf.set(ADAPTIVE_CONF, "true")  # adaptive execution plans the step: Spark's own settings stay
-    size_step(adaptive, [], None)
-    assert adaptive.conf.get(CODEGEN_CONF) == "true"
+    assert not size_step(adaptive, [], None).local_leaves
+    assert _codegen(adaptive) == ("true", "FALLBACK")
 
 
 def test_adaptive_execution_can_be_kept(spark):
@@ -64,9 +72,9 @@ def test_adaptive_execution_can_be_kept(spark):
 
 def test_a_full_step_over_a_small_history_runs_interpreted(spark):
     session = spark.newSession()
-    assert not interpret_small_history(session, SMALL_STEP_ROWS + 1) and session.conf.get(CODEGEN_CONF) == "true"
-    assert interpret_small_history(session, SMALL_STEP_ROWS) and session.conf.get(CODEGEN_CONF) == "false"
-    assert spark.conf.get(CODEGEN_CONF) == "true"
+    assert not interpret_small_history(session, SMALL_STEP_ROWS + 1) and _codegen(session) == ("true", "FALLBACK")
+    assert interpret_small_history(session, SMALL_STEP_ROWS) and _codegen(session) == ("false", "NO_CODEGEN")
+    assert _codegen(spark) == ("true", "FALLBACK")
 
 
 @pytest.mark.parametrize("adaptive", ["false", "true"])

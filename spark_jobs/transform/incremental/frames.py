@@ -44,6 +44,21 @@ def as_frame(df: DataFrame) -> DataFrame:
     return df.toDF(*names(len(df.columns)))
 
 
+def local_relation(checkpoint: DataFrame) -> DataFrame:
+    """A local checkpoint's rows as a local relation with the same output attributes: Spark's own rows, collected from
+    the checkpoint's blocks as they are (no conversion to and from Java values, which would move dates before the
+    Gregorian calendar's start). The optimizer knows a local relation's rows: an empty one drops out of the plans
+    that read it, a small one is broadcast without a job. For small frames only: the driver holds every row."""
+    jdf = checkpoint._jdf
+    jvm = checkpoint.sparkSession._jvm
+    plan = jdf.queryExecution().analyzed()  # the checkpoint's LogicalRDD
+    rows = jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(plan.rdd().collect())
+    relation = jvm.org.apache.spark.sql.catalyst.plans.logical.LocalRelation(plan.output(), rows, False,
+                                                                               jvm.scala.Option.empty())
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(jdf.sparkSession(), relation),
+                     checkpoint.sparkSession)
+
+
 def expand(df: DataFrame) -> DataFrame:
     """A counted frame as plain rows: a row with ``__odf_n`` = 3 appears three times."""
     if COUNT not in df.columns:

@@ -8,9 +8,13 @@ the inputs' history, the rows of the history slices it reads, all from footers),
 adaptive execution off and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core, except
 that a step of at most :data:`SMALL_STEP_ROWS` rows runs its shuffles in one partition (two tasks per stage for a
 few thousand rows cost more than they share: ~0.1 s of a 10k-group GROUP BY step's ~0.4 s of Spark jobs) and without
-whole-stage code generation (:data:`CODEGEN_CONF`): a step is dozens of new plans, and compiling Java for each of
-them costs more than running its operators interpreted over a small step's rows (0.91x the CPU of tiny steps,
-benchmarks/RESULTS.md ``bench_small_step_codegen``; the results are the same either way). A history
+code generation (:data:`INTERPRETED`): a step is dozens of new plans, and generating Java for each of them costs
+more than running its operators and expressions interpreted over a small step's rows. Whole-stage code generation
+off took 0.91x the CPU of tiny steps; the projections, predicates and orderings Spark still generated one by one then
+were a fifth of the JVM's samples (most of it formatting and caching their source), and Spark's interpreted
+versions of them (``spark.sql.codegen.factoryMode=NO_CODEGEN``, the setting Spark's own tests use to run every
+expression interpreted) take a further ~15 % off (benchmarks/RESULTS.md ``bench_small_step_codegen``; the results are
+the same either way: tests compare the bytes). A history
 counts from the moment the step reads it (a min/max group to recompute, an operator by key): a step that reads
 none is planned for its new rows and state only. Rebuilds and the full path keep adaptive execution (they read
 whole histories of unknown shape); over a history of at most a small step's rows they too run interpreted.
@@ -27,8 +31,8 @@ else counted.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
@@ -45,8 +49,17 @@ SMALL_STEP_CONF = "spark.odf.incremental.smallStepRows"
 #: Frames of a step's change up to this many rows are broadcast to the joins that look them up.
 BROADCAST_ROWS = 1_000_000
 BROADCAST_CONF = "spark.odf.incremental.broadcastRows"
+#: A small step's kept frames of at most this many rows are held as local relations (:meth:`.step.Step.keep`).
+LOCAL_ROWS = 10_000
 #: Spark's switch of whole-stage code generation: off while a step is small, the request's own value past that.
 CODEGEN_CONF = "spark.sql.codegen.wholeStage"
+#: How Spark makes each projection, predicate and ordering: generated code with an interpreted fallback
+#: (``FALLBACK``, its default) or interpreted only (``NO_CODEGEN``). An internal setting of Spark (its tests run
+#: expressions both ways with it); the engine pins its Spark version (odf_core/engine/version.py).
+FACTORY_CONF = "spark.sql.codegen.factoryMode"
+#: What a small step sets, and Spark's defaults (what a request that sets neither gets back past a small step).
+INTERPRETED = {CODEGEN_CONF: "false", FACTORY_CONF: "NO_CODEGEN"}
+COMPILED = {CODEGEN_CONF: "true", FACTORY_CONF: "FALLBACK"}
 
 
 def rows_setting(session: SparkSession, conf: str, default: int) -> int:
@@ -75,17 +88,23 @@ class StepSizing:
     cores: int = 1
     small: int = SMALL_STEP_ROWS
     broadcast: int = BROADCAST_ROWS
-    codegen: str = "true"  # the request's own whole-stage code generation setting (past a small step)
+    own: Mapping[str, str] = field(default_factory=lambda: dict(COMPILED))  # the request's code generation settings
 
     @property
     def interpreted(self) -> bool:
-        """Whether the step's queries run without whole-stage code generation (a small step's)."""
+        """Whether the step's queries run without code generation (a small step's: :data:`INTERPRETED`)."""
+        return self.partitions is not None and self.rows <= self.small
+
+    @property
+    def local_leaves(self) -> bool:
+        """Whether the step's kept frames of at most :data:`LOCAL_ROWS` rows become local relations: a small step's
+        (as planned so far: a history read later raises the rows)."""
         return self.partitions is not None and self.rows <= self.small
 
     def describe(self) -> str:
         if self.partitions is None:
             return "adaptive execution"
-        off = "adaptive execution and whole-stage code generation off" if self.interpreted else "adaptive execution off"
+        off = "adaptive execution and code generation off" if self.interpreted else "adaptive execution off"
         return f"{self.partitions} shuffle partition(s) for up to {self.rows} row(s), {off}"
 
     def apply(self) -> None:
@@ -93,11 +112,12 @@ class StepSizing:
             return
         self.session.conf.set("spark.sql.adaptive.enabled", "false")
         self.session.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
-        self.session.conf.set(CODEGEN_CONF, "false" if self.interpreted else self.codegen)
+        for k, v in (INTERPRETED if self.interpreted else self.own).items():
+            self.session.conf.set(k, v)
 
     def cover(self, rows: int) -> None:
         """The step is about to read ``rows`` more (an input's history): later queries get partitions for them (and
-        whole-stage code generation past a small step). Spark reads the settings when a query runs, so raising them
+        code generation past a small step). Spark reads the settings when a query runs, so raising them
         before the query's action is enough."""
         was_interpreted = self.interpreted
         self.rows += rows
@@ -121,10 +141,11 @@ def new_rows(inputs: Sequence[QueryInput]) -> int:
 
 def interpret_small_history(session: SparkSession, rows: int) -> bool:
     """A full step (a rebuild, the full path) over a history of at most the small step's ``rows`` runs without
-    whole-stage code generation too (it keeps adaptive execution); whether it does."""
+    code generation too (it keeps adaptive execution); whether it does."""
     if rows > rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS):
         return False
-    session.conf.set(CODEGEN_CONF, "false")
+    for k, v in INTERPRETED.items():
+        session.conf.set(k, v)
     return True
 
 
@@ -137,6 +158,6 @@ def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: s
     cores = max(1, session.sparkContext.defaultParallelism)
     small = rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS)
     sizing = StepSizing(session, rows, partitions_for(rows, cores, small), cores, small, broadcast,
-                        str(session.conf.get(CODEGEN_CONF, "true")))
+                        {k: str(session.conf.get(k, v)) for k, v in COMPILED.items()})
     sizing.apply()
     return sizing

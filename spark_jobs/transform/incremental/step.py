@@ -18,9 +18,9 @@ from spark_jobs.columns import col
 from spark_jobs.parquet_files import num_rows
 from spark_jobs.transform.catalyst import Catalyst
 from spark_jobs.transform.incremental.delta import Delta, cancel
-from spark_jobs.transform.incremental.frames import COUNT, as_frame, empty, evaluate, project
+from spark_jobs.transform.incremental.frames import COUNT, as_frame, empty, evaluate, local_relation, project
 from spark_jobs.transform.incremental.plan import IncrementalPlan, Op, Path, Segment
-from spark_jobs.transform.incremental.sizing import StepSizing
+from spark_jobs.transform.incremental.sizing import LOCAL_ROWS, StepSizing
 from spark_jobs.transform.incremental.state import same_keys
 from spark_jobs.transform.inputs import (
     OP_CORRECT_FROM,
@@ -75,6 +75,7 @@ class Step:
     evict: int | None = None  # the watermark (µs) through which the new states drop them
     _leaves: list[DataFrame] = field(default_factory=list)  # local checkpoints: frames several queries read
     _read: dict[int, set[str]] = field(default_factory=dict)  # per input, the history slices the step has read
+    _kept: list[bool] = field(default_factory=list)  # per materialised frame: whether it became a local relation
 
     # -- inputs -------------------------------------------------------------------------------------------------
     def input_change(self, idx: int) -> Delta:
@@ -135,8 +136,9 @@ class Step:
         return evaluate(self.cat, node, leaves)
 
     def keep(self, df: DataFrame, *stats: Column) -> tuple[DataFrame, Row]:
-        """Materialise a frame that several later jobs read, as a local checkpoint (:meth:`leaf`, released at the end
-        of the step); the one job that fills it also computes ``stats`` (aggregate columns) over it, observed.
+        """Materialise a frame that several later jobs read (:meth:`leaf`, released at the end of the step); the one
+        job that fills it also computes ``stats`` (aggregate columns) over it, observed, and its row count
+        (``KEPT_ROWS``).
 
         Not ``persist()``: a later frame joins frames derived from a kept one (the new rows with their partitions'
         state rows, both from the change), Spark renames one side's attributes, no longer finds the cached plan, and
@@ -144,8 +146,11 @@ class Step:
         a window over a window with late rows ran 76 Spark jobs so (57 broadcasts), 41 as leaves
         (docs/transforms.md)."""
         obs = Observation()
-        leaf = self.leaf(df.observe(obs, F.count(F.lit(1)).alias(KEPT_ROWS), *stats))
-        return leaf, Row(**obs.get)
+        leaf = self._checkpoint(df.observe(obs, F.count(F.lit(1)).alias(KEPT_ROWS), *stats))
+        row = Row(**obs.get)
+        kept = self._localise(leaf, row[KEPT_ROWS])
+        self._kept.append(kept is not leaf)
+        return kept, row
 
     def broadcast(self, df: DataFrame, rows: int | None = None) -> DataFrame:
         """``df``, a frame derived from the step's change that joins look up (keys, hashes of rows), marked to be
@@ -176,17 +181,45 @@ class Step:
         return cancel(change, self.leaf)
 
     def leaf(self, df: DataFrame) -> DataFrame:
-        """A frame computed once into a local checkpoint (released at the end of the step): a plan that joins two
-        frames derived from one persisted frame recomputes it (the join renames one side's attributes, and the
-        renamed plan no longer matches the cached one); a checkpointed leaf has no plan to recompute."""
+        """A frame computed once (released at the end of the step): a plan that joins two frames derived from one
+        persisted frame recomputes it (the join renames one side's attributes, and the renamed plan no longer matches
+        the cached one); a materialised leaf has no plan to recompute."""
+        if self.sizing is None or not self.sizing.local_leaves:
+            self._kept.append(False)
+            return self._checkpoint(df)
+        return self.keep(df)[0]
+
+    def _checkpoint(self, df: DataFrame) -> DataFrame:
         leaf = df.localCheckpoint(eager=True)
         self._leaves.append(leaf)
         return leaf
 
+    def _localise(self, leaf: DataFrame, rows: int) -> DataFrame:
+        """A checkpointed leaf of at most :data:`.sizing.LOCAL_ROWS` rows in a small step, as a local relation of
+        the same rows (:func:`.frames.local_relation`): Spark's optimizer sees its rows, so a frame that is
+        empty drops out of the plans that read it and a small one is broadcast without a job of its own (tiny steps:
+        ~0.9x the CPU, benchmarks/RESULTS.md ``bench_local_leaves``). Past that the checkpoint stays."""
+        if self.sizing is None or not self.sizing.local_leaves or rows > LOCAL_ROWS:
+            return leaf
+        local = local_relation(leaf)
+        self._leaves.remove(leaf)
+        _unpersist(leaf)
+        return local
+
+    def kept(self) -> str | None:
+        """What the step materialised: ``7 frame(s) kept, 5 as local relations`` (None: nothing)."""
+        if not self._kept:
+            return None
+        return f"{len(self._kept)} frame(s) kept, {sum(self._kept)} as local relations"
+
     def release(self) -> None:
         for leaf in self._leaves:  # the checkpointed blocks (else kept until the JVM collects the frames)
-            leaf._jdf.queryExecution().logical().rdd().unpersist(False)
+            _unpersist(leaf)
         self._leaves.clear()
+
+
+def _unpersist(checkpoint: DataFrame) -> None:
+    checkpoint._jdf.queryExecution().logical().rdd().unpersist(False)
 
 
 def segment_change(step: Step, seg: Segment, changes: Mapping[str, Delta]) -> Delta:
