@@ -232,6 +232,10 @@ def _engine(args):
     from odf_core.engine.autostart import auto_engine, is_auto
 
     url = getattr(args, "engine", None) or os.environ.get(ENGINE_URL_ENV)
+    if is_auto(url) or url:
+        from odf_core import pandas_deferred
+
+        pandas_deferred.defer()  # no Spark in this process: pyarrow's checks need no pandas
     if is_auto(url):
         return auto_engine(credentials=_engine_credentials(args))
     if url:
@@ -405,7 +409,9 @@ def cmd_tail(args) -> int:
 
         write_json_lines(table.to_pylist(), sys.stdout)
         return 0
-    print(table.to_pandas().to_string(index=False) if table.num_rows else "(no records)")
+    from odf_core.sql_shell import format_table
+
+    print(format_table(table) if table.num_rows else "(no records)")
     return 0
 
 

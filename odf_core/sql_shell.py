@@ -16,6 +16,10 @@ from odf_core.workspace import Workspace
 
 
 def format_table(table) -> str:
+    """A table as aligned text (pandas' layout)."""
+    from odf_core import pandas_deferred
+
+    pandas_deferred.load()
     return table.to_pandas().to_string(index=False) if table.num_rows else "(no rows)"
 
 

@@ -63,3 +63,41 @@ def test_the_lazy_parts_still_work(tmp_path):
     with pytest.raises(MetadataError, match=":2: .*duplicate key"):
         read_manifest_docs(snapshot)
     assert callable(fetch)
+
+
+PYARROW_WORK = """
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+t = pa.table({"o": pa.array([1, 2], pa.int64()), "t": pa.array([1, 2], pa.timestamp("ms", tz="UTC"))})
+pq.write_table(t, sys.argv[1])
+back = pq.read_table(sys.argv[1])
+offsets = back.column("o").to_numpy()
+print("pandas" in sys.modules and sys.modules["pandas"] is not None)
+"""
+
+
+def _run(code: str, *args: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_remote_engines_command_builds_tables_without_pandas_and_prints_them_through_it(tmp_path):
+    """pyarrow imports pandas (0.23 s) on the table work a step's client does (odf_core/pandas_deferred.py): the CLI
+    defers it once its engine is remote, and a table printed afterwards still gets pandas' layout."""
+    path = str(tmp_path / "t.parquet")
+    assert _run(PYARROW_WORK, path) == ["True"]  # what pyarrow does on its own: the deferral below is what saves it
+    deferred = ("import argparse, sys\nfrom odf_core.cli import _engine\n"
+                "_engine(argparse.Namespace(engine='grpc://127.0.0.1:9', engine_token_file=None))\n" + PYARROW_WORK
+                + "from odf_core.sql_shell import format_table\nprint(format_table(back))\n"
+                "print('pandas' in sys.modules and sys.modules['pandas'] is not None)\n")
+    out = _run(deferred, path)
+    assert out[0] == "False", out  # the remote engine's client built, wrote, read and hashed-ready a table: no pandas
+    assert out[1].split() == ["o", "t"] and out[2].split()[0] == "1" and out[-1] == "True", out
+
+
+def test_spark_in_this_process_keeps_pandas_importable(tmp_path):
+    """Without a remote engine nothing is deferred: Spark in the command's own process may use pandas."""
+    code = ("import argparse, sys\nfrom odf_core.cli import _engine\n"
+            "_engine(argparse.Namespace(engine=None, master='local[1]', conf=[]))\n" + PYARROW_WORK)
+    assert _run(code, str(tmp_path / "t.parquet")) == ["True"]
