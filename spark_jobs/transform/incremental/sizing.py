@@ -13,11 +13,11 @@ more than running its operators and expressions interpreted over a small step's 
 off took 0.91x the CPU of tiny steps; the projections, predicates and orderings Spark still generated one by one then
 were a fifth of the JVM's samples (most of it formatting and caching their source), and Spark's interpreted
 versions of them (``spark.sql.codegen.factoryMode=NO_CODEGEN``, the setting Spark's own tests use to run every
-expression interpreted) take a further ~15 % off (benchmarks/RESULTS.md ``bench_small_step_codegen``; the results are
-the same either way: tests compare the bytes). A history
-counts from the moment the step reads it (a min/max group to recompute, an operator by key): a step that reads
-none is planned for its new rows and state only. Rebuilds and the full path keep adaptive execution (they read
-whole histories of unknown shape); over a history of at most a small step's rows they too run interpreted.
+expression interpreted) take a further ~10 % off, 0.83x of Spark's defaults together (benchmarks/RESULTS.md
+``bench_small_step_codegen``; the results are the same either way: tests compare the bytes). A history counts from
+the moment the step reads it (a min/max group to recompute, an operator by key): a step that reads none is planned
+for its new rows and state only. Rebuilds and the full path keep adaptive execution (they read whole histories of
+unknown shape); over a history of at most a small step's rows they too run interpreted.
 
 ``spark.odf.incremental.adaptive=true`` keeps adaptive execution for incremental steps too.
 
