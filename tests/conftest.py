@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,18 @@ TEST_JVM_OPTIONS = os.environ.get("ODF_TEST_JVM_OPTIONS",
                                   "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC")
 if TEST_JVM_OPTIONS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):  # xdist's workers inherit the controller's
     os.environ["SPARK_SUBMIT_OPTS"] = f"{TEST_JVM_OPTIONS} {os.environ.get('SPARK_SUBMIT_OPTS', '')}".strip()
+
+# The fresh drivers the tests start (commands without an engine, spark-submit steps, Airflow tasks) share one JVM
+# class archive per run (odf_core/engine/class_archive.py): the first writes it as it exits, later ones start ~3 s
+# sooner. The controller makes the directory (xdist's workers inherit it) and removes it at the end.
+_ARCHIVE_DIR_MADE = None
+if "ODF_JVM_ARCHIVE_DIR" not in os.environ:
+    _ARCHIVE_DIR_MADE = os.environ["ODF_JVM_ARCHIVE_DIR"] = tempfile.mkdtemp(prefix="odf-test-jvm-")
+
+
+def pytest_unconfigure(config):
+    if _ARCHIVE_DIR_MADE and not hasattr(config, "workerinput"):
+        shutil.rmtree(_ARCHIVE_DIR_MADE, ignore_errors=True)
 
 SPARK_CONF = {
     "spark.sql.ansi.enabled": "true",

@@ -1,6 +1,7 @@
 """The engine in this process: one Spark session for a whole ``odf pull`` (one JVM start)."""
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from contextlib import contextmanager
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from odf_core.engine import class_archive
 from odf_core.engine.base import Engine, EngineError
 from odf_core.engine.protocol import EngineRequest, EngineResponse
 from odf_core.engine.spark_conf import DRIVER_CONF
@@ -62,6 +64,28 @@ def jvm_stderr_to(path: Path | None) -> Iterator[None]:
         os.close(saved)
 
 
+def _no_jvm_yet() -> bool:
+    """Whether the session about to be made starts a JVM (none runs in this process: a test's, a notebook's)."""
+    from pyspark import SparkContext
+
+    return getattr(SparkContext, "_gateway", None) is None
+
+
+def _write_archive(session: Any, archive: class_archive.ArchiveUse) -> None:
+    """At the command's exit: stop the JVM and wait for it (it writes the class archive as it exits), then put the
+    archive in place. pyspark's JVM exits when its stdin closes (it would at this process's exit anyway)."""
+    ok = False
+    try:
+        session.stop()
+        proc = getattr(type(session.sparkContext)._gateway, "proc", None)
+        if proc is not None and proc.stdin is not None:
+            proc.stdin.close()
+            ok = proc.wait(timeout=120) == 0
+    except Exception:  # noqa: BLE001 - an archive is an optimisation: never fail a command's exit over it
+        ok = False
+    archive.finish(ok)
+
+
 @dataclass
 class LocalEngine(Engine):
     master: str = "local[*]"
@@ -76,12 +100,17 @@ class LocalEngine(Engine):
                 from spark_jobs.session import create_session
             except ImportError:
                 raise EngineError("cannot start Spark: pyspark is not installed") from None
+            archive = class_archive.for_driver() if _no_jvm_yet() else None
+            conf = class_archive.with_options({**DRIVER_CONF, **quiet_driver_log(), **self.conf}, archive)
             try:
                 with jvm_stderr_to(driver_log_file()):
-                    self._session = create_session("odf", self.master, {**DRIVER_CONF, **quiet_driver_log(),
-                                                                        **self.conf})
+                    self._session = create_session("odf", self.master, conf)
             except Exception as e:  # noqa: BLE001 - JVM start failures surface as various exception types
+                if archive is not None:
+                    archive.finish(False)
                 raise EngineError(f"cannot start Spark in-process: {str(e).splitlines()[0]}") from None
+            if archive is not None and archive.writing is not None:
+                atexit.register(_write_archive, self._session, archive)
             # This console is the user's: a failed task (bad input, a full disk) must not put Spark's ERROR log with
             # its Java stack trace there; the error comes back as one line naming the log file that holds the trace.
             self._session.sparkContext.setLogLevel("OFF")

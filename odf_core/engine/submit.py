@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from odf_core.engine.base import Engine, EngineError, EngineTimeout, write_error_log
 from odf_core.engine.local import spark_env
 from odf_core.engine.protocol import EngineRequest, EngineResponse, decode_response, encode_request
-from odf_core.engine import spark_submit
+from odf_core.engine import class_archive, spark_submit
 from odf_core.errors import DecodeError
 
 log = logging.getLogger("odf.engine")
@@ -61,7 +61,19 @@ class SubmitEngine(Engine):
     def run_job(self, args: list[str], *, timeout_s: float | None = None, what: str = "Spark job",
                 script: str | None = None) -> float:
         """Run ``spark-submit submit.py args`` (or another ``script``); the job's output is logged line by line."""
-        cmd = spark_submit.command(self.spark_submit, self.master, self.conf, script or submit_script(), args)
+        archive = class_archive.for_driver()
+        ok = False
+        try:
+            cmd = spark_submit.command(self.spark_submit, self.master, class_archive.with_options(self.conf, archive),
+                                       script or submit_script(), args)
+            duration = self._run(cmd, timeout_s, what)
+            ok = True
+            return duration
+        finally:
+            if archive is not None:
+                archive.finish(ok)
+
+    def _run(self, cmd: list[str], timeout_s: float | None, what: str) -> float:
         timeout_s = timeout_s if timeout_s is not None else self.timeout_s
         log.info("starting %s: %s", what, " ".join(cmd))
         start = time.monotonic()

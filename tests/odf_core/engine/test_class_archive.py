@@ -1,0 +1,100 @@
+"""The JVM class-data-sharing archive of fresh Spark drivers (odf_core/engine/class_archive.py): one driver writes it
+as its JVM exits, later ones map it, a damaged one costs nothing but the sharing, and it never fails a command."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from odf_core.engine import class_archive
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def archive_dir(tmp_path, monkeypatch):
+    d = tmp_path / "jvm"
+    monkeypatch.setenv(class_archive.DIR_ENV, str(d))
+    monkeypatch.delenv(class_archive.SWITCH_ENV, raising=False)
+    return d
+
+
+def test_one_driver_writes_the_archive_others_wait_then_map_it(archive_dir):
+    first = class_archive.for_driver()
+    assert first is not None and first.writing is not None and first.lock is not None and first.lock.exists()
+    assert first.options == f"-XX:ArchiveClassesAtExit={first.writing} {class_archive.QUIET}"
+    assert class_archive.for_driver() is None  # a second driver while the first writes: no archive, no wait
+    first.writing.write_bytes(b"archive")  # what the JVM writes as it exits
+    first.finish(ok=True)
+    assert first.final.read_bytes() == b"archive" and not first.lock.exists() and not first.writing.exists()
+    assert class_archive._intact(first.final)
+    later = class_archive.for_driver()
+    assert later is not None and later.writing is None
+    assert later.options == f"-XX:SharedArchiveFile={first.final} -Xshare:auto {class_archive.QUIET}"
+    conf = class_archive.with_options({"spark.driver.extraJavaOptions": "-Dx=1"}, later)
+    assert conf["spark.driver.extraJavaOptions"] == f"-Dx=1 {later.options}"
+
+
+def test_a_failed_driver_leaves_no_archive_and_a_dead_writers_lock_is_taken_over(archive_dir):
+    first = class_archive.for_driver()
+    assert first is not None and first.writing is not None and first.lock is not None
+    first.writing.write_bytes(b"half")
+    first.finish(ok=False)  # the job failed: what its JVM wrote may be partial
+    assert not first.final.exists() and not first.writing.exists() and not first.lock.exists()
+    again = class_archive.for_driver()
+    assert again is not None and again.lock is not None
+    old = time.time() - class_archive.STALE_LOCK_S - 5
+    os.utime(again.lock, (old, old))  # its driver died before finishing
+    taken = class_archive.for_driver()
+    assert taken is not None and taken.writing is not None
+
+
+def test_archives_can_be_turned_off(archive_dir, monkeypatch):
+    monkeypatch.setenv(class_archive.SWITCH_ENV, "off")
+    assert class_archive.for_driver() is None and not archive_dir.exists()
+    assert class_archive.with_options({"a": "b"}, None) == {"a": "b"}
+
+
+SESSION = """
+import sys
+from odf_core.engine.local import LocalEngine
+assert LocalEngine(master="local[1]").session().range(3).count() == 3
+print("ok")
+"""
+
+
+def _driver(env: dict[str, str], extra_jvm: str = "") -> str:
+    env = dict(env, SPARK_SUBMIT_OPTS=f"{env.get('SPARK_SUBMIT_OPTS', '')} {extra_jvm}".strip())
+    done = subprocess.run([sys.executable, "-c", SESSION], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr  # nothing of the JVM's
+    return done.stdout
+
+
+@pytest.mark.spark
+def test_a_fresh_driver_writes_the_archive_at_exit_the_next_maps_its_classes_a_damaged_one_is_ignored(tmp_path):
+    """Real JVMs: the first in-process engine's JVM writes the archive as the command exits; the next one loads
+    Spark's classes from it (the JVM's class-load log names the archive as their source); an archive cut short is
+    not handed to the next driver (the JVM would crash on it): that one runs without and writes it again."""
+    d = tmp_path / "jvm"
+    env = {**os.environ, class_archive.DIR_ENV: str(d), "ODF_LOG_DIR": str(tmp_path / "logs")}
+    env.pop(class_archive.SWITCH_ENV, None)
+    _driver(env)
+    archives = sorted(d.glob("spark-*.jsa"))
+    assert len(archives) == 1 and archives[0].stat().st_size > 10_000_000, sorted(d.iterdir())
+    assert not list(d.glob("*.lock")) and not list(d.glob("*.tmp"))
+    loads = tmp_path / "class-load.log"
+    _driver(env, f"-Xlog:class+load=info:file={loads}")
+    text = loads.read_text()
+    assert "org.apache.spark.sql.SparkSession " in text
+    assert "source: shared objects file (top)" in text  # the dynamic archive's classes (the JDK's base is below)
+    with archives[0].open("r+b") as f:  # cut short: the JVM would map it and crash (SIGBUS)
+        f.truncate(archives[0].stat().st_size // 3)
+    loads.unlink()
+    _driver(env, f"-Xlog:class+load=info:file={loads}")  # runs without it and writes it again
+    assert "source: shared objects file (top)" not in loads.read_text()
+    assert class_archive._intact(archives[0]) and archives[0].stat().st_size > 10_000_000
