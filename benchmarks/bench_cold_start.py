@@ -48,6 +48,7 @@ class Runner:
         self.env = dict(os.environ)
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.env.pop("ODF_ENGINE_URL", None)
+        self.env["ODF_JVM_ARCHIVE"] = "off"  # the archive is this benchmark's setting, not the package's own
         self.env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
         self.base_opts = self.env.get("SPARK_SUBMIT_OPTS", "")
         self.archive = tmp / "odf-step.jsa"

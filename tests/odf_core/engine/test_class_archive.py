@@ -67,9 +67,11 @@ print("ok")
 """
 
 
-def _driver(env: dict[str, str], extra_jvm: str = "") -> str:
-    env = dict(env, SPARK_SUBMIT_OPTS=f"{env.get('SPARK_SUBMIT_OPTS', '')} {extra_jvm}".strip())
-    done = subprocess.run([sys.executable, "-c", SESSION], capture_output=True, text=True, cwd=ROOT, env=env,
+def _driver(env: dict[str, str], cwd: Path, extra_jvm: str = "") -> str:
+    """One fresh driver; ``cwd`` (the test's directory) would hold a crashed JVM's hs_err file."""
+    env = dict(env, SPARK_SUBMIT_OPTS=f"{env.get('SPARK_SUBMIT_OPTS', '')} {extra_jvm}".strip(),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", SESSION], capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=300)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr  # nothing of the JVM's
     return done.stdout
@@ -83,18 +85,18 @@ def test_a_fresh_driver_writes_the_archive_at_exit_the_next_maps_its_classes_a_d
     d = tmp_path / "jvm"
     env = {**os.environ, class_archive.DIR_ENV: str(d), "ODF_LOG_DIR": str(tmp_path / "logs")}
     env.pop(class_archive.SWITCH_ENV, None)
-    _driver(env)
+    _driver(env, tmp_path)
     archives = sorted(d.glob("spark-*.jsa"))
     assert len(archives) == 1 and archives[0].stat().st_size > 10_000_000, sorted(d.iterdir())
     assert not list(d.glob("*.lock")) and not list(d.glob("*.tmp"))
     loads = tmp_path / "class-load.log"
-    _driver(env, f"-Xlog:class+load=info:file={loads}")
+    _driver(env, tmp_path, f"-Xlog:class+load=info:file={loads}")
     text = loads.read_text()
     assert "org.apache.spark.sql.SparkSession " in text
     assert "source: shared objects file (top)" in text  # the dynamic archive's classes (the JDK's base is below)
     with archives[0].open("r+b") as f:  # cut short: the JVM would map it and crash (SIGBUS)
         f.truncate(archives[0].stat().st_size // 3)
     loads.unlink()
-    _driver(env, f"-Xlog:class+load=info:file={loads}")  # runs without it and writes it again
+    _driver(env, tmp_path, f"-Xlog:class+load=info:file={loads}")  # runs without it and writes it again
     assert "source: shared objects file (top)" not in loads.read_text()
     assert class_archive._intact(archives[0]) and archives[0].stat().st_size > 10_000_000
