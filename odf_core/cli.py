@@ -232,7 +232,7 @@ def _engine(args):
     from odf_core.engine.autostart import auto_engine, is_auto
 
     url = getattr(args, "engine", None) or os.environ.get(ENGINE_URL_ENV)
-    if is_auto(url) or url:
+    if url:  # a long-lived engine, ``auto`` included
         from odf_core import pandas_deferred
 
         pandas_deferred.defer()  # no Spark in this process: pyarrow's checks need no pandas

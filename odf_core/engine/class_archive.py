@@ -87,8 +87,8 @@ def for_driver() -> ArchiveUse | None:
     """The archive options for a driver about to start (None: archives off, or another driver is writing one)."""
     if os.environ.get(SWITCH_ENV, "").strip().lower() in ("off", "0", "false", "no"):
         return None
-    d = directory()
-    final = d / f"spark-{archive_key()}.jsa"
+    d, key = directory(), archive_key()
+    final = d / f"spark-{key}.jsa"
     if final.exists():
         if _intact(final):
             return ArchiveUse(f"-XX:SharedArchiveFile={final} -Xshare:auto {QUIET}", final)
@@ -106,7 +106,7 @@ def for_driver() -> ArchiveUse | None:
         log.info("no JVM class archive in %s: %s", d, e)
         return None
     os.close(fd)
-    writing = d / f"spark-{archive_key()}.{os.getpid()}.jsa.tmp"
+    writing = d / f"spark-{key}.{os.getpid()}.jsa.tmp"
     writing.unlink(missing_ok=True)
     return ArchiveUse(f"-XX:ArchiveClassesAtExit={writing} {QUIET}", final, writing, lock)
 

@@ -97,9 +97,9 @@ class StepSizing:
 
     @property
     def local_leaves(self) -> bool:
-        """Whether the step's kept frames of at most :data:`LOCAL_ROWS` rows become local relations: a small step's
-        (as planned so far: a history read later raises the rows)."""
-        return self.partitions is not None and self.rows <= self.small
+        """Whether the step's kept frames of at most :data:`LOCAL_ROWS` rows become local relations: a small step's,
+        as :attr:`interpreted` (as planned so far: a history read later raises the rows)."""
+        return self.interpreted
 
     def describe(self) -> str:
         if self.partitions is None:
