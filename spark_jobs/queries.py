@@ -23,10 +23,10 @@ def raw_query(spark: SparkSession, request: RawQueryRequest):
     def run():
         import pyarrow.parquet as pq
 
-        session = request_session(spark)
-        inputs = session.read.parquet(*request.input_data_paths)
-        out = run_steps(session, request.transform, {"input": inputs}, RAW_QUERY)
-        write_single_parquet(out, request.output_data_path)
+        with request_session(spark) as session:
+            inputs = session.read.parquet(*request.input_data_paths)
+            out = run_steps(session, request.transform, {"input": inputs}, RAW_QUERY)
+            write_single_parquet(out, request.output_data_path)
         return RawQueryResponseSuccess(num_records=pq.ParquetFile(request.output_data_path).metadata.num_rows)
 
     return always_answer(run, invalid=lambda e: RawQueryResponseInvalidQuery(message=str(e)),
@@ -40,11 +40,11 @@ def run_sql(spark: SparkSession, request: SqlRequest) -> SqlResponse:
     import pyarrow as pa
 
     def run() -> SqlResponse:
-        session = request_session(spark)
-        for t in request.tables:
-            if t.data_paths:
-                session.read.parquet(*t.data_paths).createOrReplaceTempView(quote(t.name))
-        table = gated_query(session, request.query).limit(request.limit + 1).toArrow()
+        with request_session(spark) as session:
+            for t in request.tables:
+                if t.data_paths:
+                    session.read.parquet(*t.data_paths).createOrReplaceTempView(quote(t.name))
+            table = gated_query(session, request.query).limit(request.limit + 1).toArrow()
         truncated = table.num_rows > request.limit
         table = table.slice(0, request.limit)
         sink = pa.BufferOutputStream()

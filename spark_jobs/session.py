@@ -2,7 +2,9 @@
 
 A long-lived engine serves several requests at once from one driver; each gets ``spark.newSession()`` (own temp
 views and SQL settings, shared SparkContext) and a job group named after it, so one request's views or settings never
-leak into another's and a cancelled request stops only its own Spark jobs.
+leak into another's and a cancelled request stops only its own Spark jobs. The child is the thread's active session
+while the request runs and the thread's earlier one after it (:func:`request_session`): Spark reads some settings
+from the active session, and a serving thread runs one request after another.
 """
 from __future__ import annotations
 
@@ -90,7 +92,7 @@ def settings(spark: SparkSession) -> dict[str, str]:
     return json.loads(mapper.writeValueAsString(spark.conf._jconf.getAllAsJava()))
 
 
-def request_session(spark: SparkSession) -> SparkSession:
+def child_session(spark: SparkSession) -> SparkSession:
     """A child session with the caller's SQL and ``spark.odf.*`` settings and then the ODF ones on top: own temp
     views and settings, the caller's session untouched (a new session would otherwise start from the SparkConf
     alone)."""
@@ -102,6 +104,35 @@ def request_session(spark: SparkSession) -> SparkSession:
     for k, v in SQL_CONF.items():
         session.conf.set(k, v)
     return session
+
+
+@contextmanager
+def request_session(spark: SparkSession) -> Iterator[SparkSession]:
+    """A request's :func:`child_session`, the active session of the calling thread while the request runs, and the
+    thread's earlier one again after it.
+
+    Spark reads some settings from the thread's active session rather than from the session a frame belongs to:
+    how rows are decoded into objects (a small step's interpreted expressions cannot decode a catalog's ``Table``),
+    a cast's ANSI mode in an expression built in Python. pyspark's ``createDataFrame`` makes its session the
+    thread's active one and leaves it so: without the restore, a request's own settings reached whatever its thread
+    ran next (the caller's ``spark.catalog.listTables()`` failed after a small incremental step; in the engine
+    server, the next request served by the same thread)."""
+    session = child_session(spark)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "no active SparkContext"
+    sessions = SparkSession._get_j_spark_session_class(jvm)
+    before = sessions.getActiveSession()
+    python_before = SparkSession._activeSession
+    sessions.setActiveSession(session._jsparkSession)
+    try:
+        yield session
+    finally:
+        if before.isDefined():
+            sessions.setActiveSession(before.get())
+        else:
+            sessions.clearActiveSession()
+        if SparkSession._activeSession is session:  # pyspark's record (one per process) if it is still this one's
+            SparkSession._activeSession = python_before
 
 
 @contextmanager

@@ -53,23 +53,24 @@ def _columns(schema: StructType) -> tuple[str, ...]:
 def execute_ingest(spark: SparkSession, request: IngestRequest, kept: KeptReads | None = None) -> IngestResponse:
     """Run the request's phases in a child session of ``spark``; never raises."""
     sources: list[SourceInfo] = []
-    session = request_session(spark)
-    for k, v in INGEST_SQL_CONF.items():
-        session.conf.set(k, v)
-    work = WorkDir(request.work_dir)
-    def invalid(e: Exception) -> IngestResponse:
-        assert isinstance(e, InputRejected)
-        return IngestResponseInvalidInput(message=e.message, file=e.file, line=e.line, record=e.record)
+    with request_session(spark) as session:
+        for k, v in INGEST_SQL_CONF.items():
+            session.conf.set(k, v)
+        work = WorkDir(request.work_dir)
 
-    def explain(e: Exception) -> IngestResponse | None:
-        explained = explain_failure(session, e, sources)
-        return None if explained is None else invalid(explained)
+        def invalid(e: Exception) -> IngestResponse:
+            assert isinstance(e, InputRejected)
+            return IngestResponseInvalidInput(message=e.message, file=e.file, line=e.line, record=e.record)
 
-    try:
-        return always_answer(lambda: _execute(session, request, work, sources, kept), invalid=invalid,
-                             rejected=(InputRejected,), user_errors=None, explain=explain)
-    finally:
-        work.cleanup()
+        def explain(e: Exception) -> IngestResponse | None:
+            explained = explain_failure(session, e, sources)
+            return None if explained is None else invalid(explained)
+
+        try:
+            return always_answer(lambda: _execute(session, request, work, sources, kept), invalid=invalid,
+                                 rejected=(InputRejected,), user_errors=None, explain=explain)
+        finally:
+            work.cleanup()
 
 
 def _execute(spark: SparkSession, request: IngestRequest, work: WorkDir, sources: list[SourceInfo],

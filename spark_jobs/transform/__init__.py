@@ -106,7 +106,8 @@ def execute_transform(spark: SparkSession, request: OdfTransformRequest | Transf
     started = time.monotonic()
     def run() -> Any:
         req, inputs = _inputs(request)
-        interval = _execute(spark, req, inputs, diag, timings)
+        with request_session(spark) as session:
+            interval = _execute(session, req, inputs, diag, timings)
         timings["total"] = time.monotonic() - started
         return TransformResponseSuccess(new_offset_interval=interval, new_watermark=output_watermark(inputs))
 
@@ -118,10 +119,10 @@ def execute_transform(spark: SparkSession, request: OdfTransformRequest | Transf
     return OdfTransformResponse(response=response, diagnostics=_diagnostics(diag, timings))
 
 
-def _execute(spark: SparkSession, request: TransformRequest, inputs: list[QueryInput], diag: dict[str, Any],
+def _execute(session: SparkSession, request: TransformRequest, inputs: list[QueryInput], diag: dict[str, Any],
              timings: dict[str, float]) -> Any:
+    """One transaction on the request's own ``session``."""
     t0 = time.monotonic()
-    session = request_session(spark)
     schemas = [input_schema(session, inp, i) for i, inp in enumerate(inputs)]
     key = plan_cache.plan_key(session, request.transform, schemas, [i.alias for i in inputs],
                               [i.vocab for i in inputs], request.vocab)
@@ -178,23 +179,24 @@ def _arrow_schema_bytes(session: SparkSession, schema: Any) -> bytes:
 def validate_query(spark: SparkSession, request: ValidateQueryRequest) -> ValidateQueryResponse:
     """Analyse the query against the inputs' schemas: the output slice's schema, or why the query is wrong."""
     def run() -> ValidateQueryResponse:
-        session = request_session(spark)
-        views = {}
-        for idx, inp in enumerate(request.inputs):
-            if not os.path.exists(local_path(inp.schema_file)):
-                raise EngineFailure(f"inputs[{idx}].schemaFile: file not found: {inp.schema_file!r}")
-            schema = marked_schema(file_schema(session, inp.schema_file), inp.vocab, idx, f"input {inp.query_alias!r}")
-            views[inp.query_alias] = read_rows(session, schema, ())
-        out, info = prepare(session, request.transform, views, request.vocab)
-        schema = output_schema(out, info.layout, request.vocab)
-        path, operators = None, None
-        if info.plan_class != STATELESS:
-            planned = _plan_incremental(session, request.transform, request.inputs,
-                                        [v.schema for v in views.values()], request.vocab)
-            path = "incremental" if planned.plan is not None else "full"
-            operators = tuple(planned.operators) or None
-        return ValidateQueryResponseSuccess(output_schema=_arrow_schema_bytes(session, schema),
-                                            plan_class=info.plan_class, reason=info.reason or None, path=path,
-                                            operators=operators)
+        with request_session(spark) as session:
+            views = {}
+            for idx, inp in enumerate(request.inputs):
+                if not os.path.exists(local_path(inp.schema_file)):
+                    raise EngineFailure(f"inputs[{idx}].schemaFile: file not found: {inp.schema_file!r}")
+                schema = marked_schema(file_schema(session, inp.schema_file), inp.vocab, idx,
+                                       f"input {inp.query_alias!r}")
+                views[inp.query_alias] = read_rows(session, schema, ())
+            out, info = prepare(session, request.transform, views, request.vocab)
+            schema = output_schema(out, info.layout, request.vocab)
+            path, operators = None, None
+            if info.plan_class != STATELESS:
+                planned = _plan_incremental(session, request.transform, request.inputs,
+                                            [v.schema for v in views.values()], request.vocab)
+                path = "incremental" if planned.plan is not None else "full"
+                operators = tuple(planned.operators) or None
+            return ValidateQueryResponseSuccess(output_schema=_arrow_schema_bytes(session, schema),
+                                                plan_class=info.plan_class, reason=info.reason or None, path=path,
+                                                operators=operators)
 
     return always_answer(run, invalid=lambda e: QueryResponseInvalidQuery(message=str(e)))

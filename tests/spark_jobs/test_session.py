@@ -102,13 +102,13 @@ def test_a_request_calls_spark_functions_without_looking_them_up_again(spark, mo
 
     from spark_jobs.session import request_session
 
-    session = request_session(spark)  # what every request does first
-    F.col("warm"), F.lit(0), F.when(F.lit(True), 1)  # each function's first call looks it up
-    sent = _commands_sent(monkeypatch)
-    built = [F.when(F.col("x") > F.lit(i), F.col("x")).otherwise(F.lit(i)).alias(f"y{i}") for i in range(3)]
-    assert "r" not in sent and sent.count("c") >= 3 * 7  # only calls: no reflection round trip before each
-    rows = session.createDataFrame([(1,), (5,)], "x int").select(*built).collect()
-    assert [tuple(r) for r in rows] == [(1, 1, 2), (5, 5, 5)]
+    with request_session(spark) as session:  # what every request does first
+        F.col("warm"), F.lit(0), F.when(F.lit(True), 1)  # each function's first call looks it up
+        sent = _commands_sent(monkeypatch)
+        built = [F.when(F.col("x") > F.lit(i), F.col("x")).otherwise(F.lit(i)).alias(f"y{i}") for i in range(3)]
+        assert "r" not in sent and sent.count("c") >= 3 * 7  # only calls: no reflection round trip before each
+        rows = session.createDataFrame([(1,), (5,)], "x int").select(*built).collect()
+        assert [tuple(r) for r in rows] == [(1, 1, 2), (5, 5, 5)]
 
 
 def test_a_request_names_jvm_classes_without_looking_them_up_again(spark, monkeypatch):
@@ -118,25 +118,25 @@ def test_a_request_names_jvm_classes_without_looking_them_up_again(spark, monkey
 
     from spark_jobs.session import request_session
 
-    session = request_session(spark)
-    df = session.createDataFrame([(1,), (5,)], "x int")
-    jvm = spark.sparkContext._jvm
+    with request_session(spark) as session:
+        df = session.createDataFrame([(1,), (5,)], "x int")
+        jvm = spark.sparkContext._jvm
 
-    def build():
-        return df.select("x", (F.col("x") + 1).alias("y")), jvm.org.apache.spark.sql.types.Metadata.empty()
+        def build():
+            return df.select("x", (F.col("x") + 1).alias("y")), jvm.org.apache.spark.sql.types.Metadata.empty()
 
-    build()  # the first use looks each name up
-    sent = _commands_sent(monkeypatch)
-    frame, metadata = build()
-    assert "r" not in sent and sent.count("c") >= 3, sent
-    assert [tuple(r) for r in frame.collect()] == [(1, 2), (5, 6)] and metadata.json() == "{}"
-    field = jvm.java.lang.Integer.MAX_VALUE  # a field's value is read again each time, never kept
-    sent.clear()
-    assert jvm.java.lang.Integer.MAX_VALUE == field == 2**31 - 1 and sent.count("r") == 1, sent
+        build()  # the first use looks each name up
+        sent = _commands_sent(monkeypatch)
+        frame, metadata = build()
+        assert "r" not in sent and sent.count("c") >= 3, sent
+        assert [tuple(r) for r in frame.collect()] == [(1, 2), (5, 6)] and metadata.json() == "{}"
+        field = jvm.java.lang.Integer.MAX_VALUE  # a field's value is read again each time, never kept
+        sent.clear()
+        assert jvm.java.lang.Integer.MAX_VALUE == field == 2**31 - 1 and sent.count("r") == 1, sent
 
 
 def test_settings_are_read_in_a_few_round_trips_and_equal_the_confs_own(spark, monkeypatch):
-    from spark_jobs.session import request_session, settings
+    from spark_jobs.session import child_session, settings
 
     tricky = 'a "quoted", = {value}\n\u00e9'
     spark.conf.set("spark.odf.test.tricky", tricky)
@@ -146,6 +146,55 @@ def test_settings_are_read_in_a_few_round_trips_and_equal_the_confs_own(spark, m
         found = settings(spark)
         assert len(sent) <= 10 and len(expected) >= 10  # pyspark's walk: two round trips an entry
         assert found == expected and found["spark.odf.test.tricky"] == tricky
-        assert request_session(spark).conf.get("spark.odf.test.tricky") == tricky  # the child session gets it
+        assert child_session(spark).conf.get("spark.odf.test.tricky") == tricky  # the child session gets it
     finally:
         spark.conf.unset("spark.odf.test.tricky")
+
+
+def _active(spark):
+    found = spark.sparkContext._jvm.org.apache.spark.sql.classic.SparkSession.getActiveSession()
+    return found.get() if found.isDefined() else None
+
+
+def test_a_request_leaves_its_threads_active_session_as_it_found_it(spark, keeps_active_session):
+    """pyspark's createDataFrame makes its session the thread's active one and leaves it so; Spark decodes rows
+    with the active session's settings: a request's interpreted expressions (a small step's) must not reach what
+    the thread runs next (a catalog's Table rows cannot be decoded interpreted)."""
+    from spark_jobs.session import request_session
+    from spark_jobs.transform.incremental.sizing import FACTORY_CONF
+
+    spark.range(1).createOrReplaceTempView("odf_test_listed")
+    try:
+        before = _active(spark)
+        with request_session(spark) as session:
+            session.conf.set(FACTORY_CONF, "NO_CODEGEN")  # what a small step sets on its own session
+            session.createDataFrame([(1,)], "x int")
+            assert _active(spark).equals(session._jsparkSession)  # the request's own while it runs
+        assert (before is None and _active(spark) is None) or _active(spark).equals(before)
+        assert "odf_test_listed" in [t.name for t in spark.catalog.listTables()]
+    finally:
+        spark.catalog.dropTempView("odf_test_listed")
+
+
+def test_a_small_incremental_step_leaves_the_callers_catalog_readable(spark, tmp_path, keeps_active_session):
+    """What failed in CI: after a transform whose small steps ran interpreted, the caller's listTables could not
+    decode its rows."""
+    import pyarrow as pa
+
+    from .transform_support import OP_APPEND, Event, InputSpec, MiniCoordinator, minutes
+
+    data = pa.schema([pa.field("k", pa.string()), pa.field("x", pa.int64())])
+    events = [Event(OP_APPEND, minutes(i), (f"k{i % 3}", i)) for i in range(9)]
+    spark.range(1).createOrReplaceTempView("odf_test_listed")
+    try:
+        coord = MiniCoordinator(spark, tmp_path, {"kind": "Sql", "engine": "spark",
+                                                  "query": "SELECT k, count(*) AS n, max(event_time) AS event_time "
+                                                           "FROM a GROUP BY k"},
+                                [InputSpec("a", data, events)], watermarks=True)
+        for n in (3, 3, 3):
+            coord.step({"a": n})
+        assert [r.diagnostics["path"] for r in coord.result.responses][-1] == "incremental"
+        assert "code generation off" in coord.result.responses[-1].diagnostics["sizing"]
+        assert "odf_test_listed" in [t.name for t in spark.catalog.listTables()]
+    finally:
+        spark.catalog.dropTempView("odf_test_listed")

@@ -22,7 +22,7 @@ from odf_core.metadata import DatasetVocabulary, RawQueryRequest, RawQueryRespon
 from spark_jobs.errors import QueryRejected
 from spark_jobs.ingest import execute_ingest
 from spark_jobs.queries import raw_query, run_sql
-from spark_jobs.session import request_session
+from spark_jobs.session import child_session
 from spark_jobs.sql_gate import gated_query
 from spark_jobs.transform import validate_query
 
@@ -283,7 +283,7 @@ def test_file_paths_are_refused_even_with_sql_on_files_enabled(spark, sentinel):
     """Request sessions turn ``spark.sql.runSQLOnFiles`` off; the gate does not rely on it: with it on, a path-named
     relation is refused before analysis (which would read the file's schema), and anything read outside a view after
     it."""
-    session = request_session(spark)
+    session = child_session(spark)
     session.conf.set("spark.sql.runSQLOnFiles", "true")
     session.read.parquet(str(sentinel.victim)).createOrReplaceTempView("t")
     for query in (f"select * from parquet.`{sentinel.victim}`",

@@ -53,31 +53,32 @@ def test_every_surface_refuses_what_the_spark_engine_cannot_run(owner):
 
 @pytest.mark.spark
 def test_steps_run_in_order_over_quoted_views_and_can_be_dropped(spark):
-    session = request_session(spark)
-    inputs = session.createDataFrame([("a", 1), ("b", 2)], "k string, x int")
-    steps = _steps(("com.example.big", "select k, x * 10 as x from `com.example.input` where x > 1"),
-                   (None, "select k, x from `com.example.big`"))
-    out = run_steps(session, steps, {"com.example.input": inputs}, TRANSFORM, drop_views=True)
-    assert [tuple(r) for r in out.collect()] == [("b", 20)]  # the plan keeps what the dropped views read
-    assert _views(session) == []
-    kept = run_steps(session, steps, {"com.example.input": inputs}, TRANSFORM)
-    assert kept.count() == 1
-    assert _views(session) == ["com.example.big", "com.example.input"]
+    with request_session(spark) as session:
+        inputs = session.createDataFrame([("a", 1), ("b", 2)], "k string, x int")
+        steps = _steps(("com.example.big", "select k, x * 10 as x from `com.example.input` where x > 1"),
+                       (None, "select k, x from `com.example.big`"))
+        out = run_steps(session, steps, {"com.example.input": inputs}, TRANSFORM, drop_views=True)
+        assert [tuple(r) for r in out.collect()] == [("b", 20)]  # the plan keeps what the dropped views read
+        assert _views(session) == []
+        kept = run_steps(session, steps, {"com.example.input": inputs}, TRANSFORM)
+        assert kept.count() == 1
+        assert _views(session) == ["com.example.big", "com.example.input"]
 
 
 @pytest.mark.spark
 def test_a_failing_or_clashing_step_is_named_the_same_way_on_every_surface(spark):
-    session = request_session(spark)
-    inputs = session.createDataFrame([("a", 1)], "k string, x int")
-    with pytest.raises(QueryRejected, match=r"^query step 2 \(output\) failed: .*UNRESOLVED_COLUMN.*nope"):
-        run_steps(session, _steps(("s", "select k from input"), (None, "select nope from s")), {"input": inputs},
-                  RAW_QUERY)
-    session = request_session(spark)  # a session of its own: the raw query's views are kept
-    inputs = session.createDataFrame([("a", 1)], "k string, x int")
-    with pytest.raises(QueryRejected, match=r"^preprocess query 1 \(alias 'INPUT'\): alias 'INPUT' is already used"):
-        run_steps(session, _steps(("INPUT", "select 1"), (None, "select * from input")), {"input": inputs},
-                  PREPROCESS, drop_views=True)
-    assert _views(session) == []  # dropped on a refusal too
+    with request_session(spark) as session:
+        inputs = session.createDataFrame([("a", 1)], "k string, x int")
+        with pytest.raises(QueryRejected, match=r"^query step 2 \(output\) failed: .*UNRESOLVED_COLUMN.*nope"):
+            run_steps(session, _steps(("s", "select k from input"), (None, "select nope from s")),
+                      {"input": inputs}, RAW_QUERY)
+    with request_session(spark) as session:  # a session of its own: the raw query's views are kept
+        inputs = session.createDataFrame([("a", 1)], "k string, x int")
+        clash = r"^preprocess query 1 \(alias 'INPUT'\): alias 'INPUT' is already used"
+        with pytest.raises(QueryRejected, match=clash):
+            run_steps(session, _steps(("INPUT", "select 1"), (None, "select * from input")), {"input": inputs},
+                      PREPROCESS, drop_views=True)
+        assert _views(session) == []  # dropped on a refusal too
 
 
 @pytest.mark.spark
