@@ -41,15 +41,22 @@ BARE = ("from pyspark.sql import SparkSession; "
 COMMANDS = ("bare SparkSession + range(3).count()", "odf ingest one row", "odf pull projection", "odf pull GROUP BY")
 
 
+def command_env(tmp: Path) -> dict[str, str]:
+    """The environment of a measured command: bytecode cached under ``tmp`` (as installed), no engine URL, and the
+    package's own class archive off (an archive is a benchmark's setting, not the package's)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("ODF_ENGINE_URL", None)
+    env["ODF_JVM_ARCHIVE"] = "off"
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    return env
+
+
 class Runner:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.ws = tmp / "ws"
-        self.env = dict(os.environ)
-        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
-        self.env.pop("ODF_ENGINE_URL", None)
-        self.env["ODF_JVM_ARCHIVE"] = "off"  # the archive is this benchmark's setting, not the package's own
-        self.env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        self.env = command_env(tmp)
         self.base_opts = self.env.get("SPARK_SUBMIT_OPTS", "")
         self.archive = tmp / "odf-step.jsa"
         self.rows = 0
