@@ -28,7 +28,6 @@ import argparse
 import datetime as dt
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks._common import ensure_venv_path, machine_info, median, render_table, update_results_file  # noqa: E402
-from benchmarks.bench_cold_start import BARE, command_env  # noqa: E402
+from benchmarks.bench_cold_start import BARE, command_env, timed_command  # noqa: E402
 from benchmarks.bench_engine import Engine  # noqa: E402
 
 SECTION = "bench_big_group_by"
@@ -94,14 +93,7 @@ class Runner:
         self.spark_args = ["--master", "local[2]"]
 
     def run(self, argv: list[str], expect: str = "") -> tuple[float, str]:
-        t0 = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, text=True, env=self.env, cwd=self.tmp, timeout=1800)
-        wall = time.perf_counter() - t0
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)} failed: {done.stdout[-2000:]} {done.stderr[-3000:]}")
-        if expect not in done.stdout:
-            raise RuntimeError(f"{' '.join(argv)}: no {expect!r} in its output: {done.stdout[-2000:]}")
-        return wall, done.stdout
+        return timed_command(argv, self.env, self.tmp, expect)
 
     def odf(self, *args: str, spark: bool = True, expect: str = "") -> tuple[float, str]:
         extra = self.spark_args if spark else []

@@ -52,6 +52,20 @@ def command_env(tmp: Path) -> dict[str, str]:
     return env
 
 
+def timed_command(argv: list[str], env: dict[str, str], cwd: Path, expect: str = "",
+                  timeout: float = 1800) -> tuple[float, str]:
+    """One measured command: its wall time from start to exit and its output; it must succeed and print ``expect``
+    (a pull with nothing new would cost no JVM at all)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {done.stdout[-2000:]} {done.stderr[-3000:]}")
+    if expect not in done.stdout:
+        raise RuntimeError(f"{' '.join(argv)}: no {expect!r} in its output: {done.stdout[-2000:]}")
+    return wall, done.stdout
+
+
 class Runner:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
@@ -63,14 +77,7 @@ class Runner:
 
     def _run(self, argv: list[str], jvm_opts: str, expect: str = "") -> float:
         env = dict(self.env, SPARK_SUBMIT_OPTS=f"{self.base_opts} {jvm_opts}".strip())
-        t0 = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=self.tmp, timeout=900)
-        wall = time.perf_counter() - t0
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr[-3000:]}")
-        if expect not in done.stdout:  # a pull with nothing new would cost no JVM at all
-            raise RuntimeError(f"{' '.join(argv)}: no {expect!r} in its output: {done.stdout[-2000:]}")
-        return wall
+        return timed_command(argv, env, self.tmp, expect, timeout=900)[0]
 
     def odf(self, *args: str, jvm_opts: str = "") -> float:
         return self._run([sys.executable, "-m", "odf_core.cli", "--workspace", str(self.ws), *args,

@@ -169,14 +169,14 @@ def union(name: str) -> UnionDef:
 class Model:
     """Base of all model dataclasses: frozen, keyword-only, registered by name.
 
-    Equality, hashing and ``repr`` are defined here once, over the fields ``dataclasses`` would use, instead of
-    being generated for every model: ``dataclass`` compiles each method it generates with its own ``exec`` (~0.1 ms
-    each), and the ~100 models' equality, hash, repr and signature docstring were ~45 ms of every command's start."""
+    Equality, hashing and ``repr`` are defined here once, over the fields ``dataclasses`` would compare and show
+    (the hash over the compared ones: no model field sets ``hash=``), instead of being generated for every model:
+    ``dataclass`` compiles each method it generates with its own ``exec`` (~0.1 ms each), and the ~100 models'
+    equality, hash, repr and signature docstring were ~45 ms of every command's start."""
 
     KIND: ClassVar[str]
-    # set by @model on every subclass: the values its equality and hash compare, as one tuple
+    # set by @model on every subclass: the values its equality compares and its hash hashes, as one tuple
     _odf_compared: ClassVar[Callable[[Any], tuple[Any, ...]]]
-    _odf_hashed: ClassVar[Callable[[Any], tuple[Any, ...]]]
     _odf_shown: ClassVar[tuple[str, ...]]
     if TYPE_CHECKING:  # set by @model on every subclass: what makes a Model a dataclass instance to type checkers
         __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
@@ -187,7 +187,7 @@ class Model:
         return self.__class__._odf_compared(self) == self.__class__._odf_compared(other)
 
     def __hash__(self) -> int:
-        return hash(self.__class__._odf_hashed(self))
+        return hash(self.__class__._odf_compared(self))
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._odf_shown)
@@ -231,6 +231,5 @@ def model(cls: type[_T]) -> type[_T]:
     made = dataclass(frozen=True, kw_only=True, eq=False, repr=False)(cls)  # equality, hash, repr: Model's
     fs = dataclasses.fields(made)
     made._odf_compared = staticmethod(_values_of(tuple(f.name for f in fs if f.compare)))
-    made._odf_hashed = staticmethod(_values_of(tuple(f.name for f in fs if (f.compare if f.hash is None else f.hash))))
     made._odf_shown = tuple(f.name for f in fs if f.repr)
     return made
