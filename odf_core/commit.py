@@ -6,14 +6,13 @@ which is what makes an Airflow retry of the commit task safe.
 """
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from odf_core.chain import ChainState, MetadataChain
-from odf_core.errors import ChainError, IntegrityError, RefConflict
+from odf_core.errors import ChainError, RefConflict
 from odf_core.identity import Multihash
 from odf_core.metadata import (
     AddData,
@@ -21,75 +20,79 @@ from odf_core.metadata import (
     DataSlice,
     ExecuteTransform,
     ExecuteTransformInput,
-    OffsetInterval,
     SetDataSchema,
     SourceState,
     Timestamp,
 )
-from odf_core.metadata.arrow_schema import recorded_schema
 from odf_core.storage import DatasetLayout, crash_point
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from odf_core.engine.protocol import SliceDescription
+
+log = logging.getLogger(__name__)
 
 COMMIT_CRASH_POINTS = ("commit.after_data_file", "commit.after_checkpoint_file", "commit.after_schema_block")
 
 
 @dataclass(frozen=True)
 class SliceFile:
-    """A finished Parquet slice in staging, with what its block will record."""
+    """A finished Parquet slice in staging, with what its block will record: its ``DataSlice`` and its schema as
+    ``SetDataSchema`` records it (a bare Arrow Schema FlatBuffer of :func:`recorded_schema`)."""
 
     path: str
     data_slice: DataSlice
-    schema: pa.Schema
+    schema: bytes
 
 
 def describe_slice(path: str, offset_column: str, expected_start: int) -> SliceFile:
-    """Hash a slice and check its offsets run consecutively from ``expected_start``."""
-    from odf_core.hashing import logical_hash_file, physical_hash
+    """Hash a slice and check its offsets run consecutively from ``expected_start``
+    (:func:`odf_core.engine.slice_description.describe`, which the engine runs on the slices it writes)."""
+    from odf_core.engine.slice_description import describe
 
-    pf = pq.ParquetFile(path)
-    offsets = pf.read(columns=[offset_column]).column(offset_column).to_numpy()
-    n = len(offsets)
-    if n == 0:
-        raise IntegrityError(f"{path}: an empty slice must not be committed")
-    if offsets[0] != expected_start or (n > 1 and not (offsets[1:] - offsets[:-1] == 1).all()):
-        raise IntegrityError(
-            f"{path}: offsets must run consecutively from {expected_start}, found {offsets[0]}..{offsets[-1]}"
-        )
-    import os
-    from concurrent.futures import ThreadPoolExecutor
+    described = describe(path, offset_column, expected_start)
+    return SliceFile(path, described.data_slice, bytes(described.schema))
 
-    # Both hashes read the whole file and spend their time in SHA3 and Parquet decoding, which release the GIL.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="odf-physical-hash") as pool:
-        physical = pool.submit(physical_hash, path)
-        logical = logical_hash_file(path)
-        ds = DataSlice(
-            logical_hash=logical,
-            physical_hash=physical.result(),
-            offset_interval=OffsetInterval(start=int(offsets[0]), end=int(offsets[-1])),
-            size=os.path.getsize(path),
-        )
-    return SliceFile(path, ds, recorded_schema(pf.schema_arrow))
+
+def described_slice(path: str, offset_column: str, expected_start: int,
+                    described: "SliceDescription | None") -> SliceFile:
+    """The slice at ``path`` as the engine described it, when the file is the one it described: the same size and
+    physical hash (SHA3 of its bytes, computed here) and the offsets this commit expects. Otherwise (an engine that
+    sends no description, a staged answer of an earlier build, a file changed since) :func:`describe_slice` reads
+    the file itself. Either way the block records the same values: the engine's come from the same function."""
+    from odf_core.hashing import physical_hash
+
+    if described is not None:
+        ds = described.data_slice
+        if (ds.offset_interval.start == expected_start and ds.size == os.path.getsize(path)
+                and physical_hash(path) == ds.physical_hash):
+            return SliceFile(path, ds, bytes(described.schema))
+        log.warning("%s is not the slice the engine described: hashing it here", path)
+    return describe_slice(path, offset_column, expected_start)
 
 
 def describe_checkpoint(path: str) -> Checkpoint:
-    import os
-
     from odf_core.hashing import physical_hash
 
     return Checkpoint(physical_hash=physical_hash(path), size=os.path.getsize(path))
 
 
-def _same_schema(a: pa.Schema, b: pa.Schema) -> bool:
+def _same_schema(a: "pa.Schema", b: "pa.Schema") -> bool:
     return [(f.name, f.type) for f in a] == [(f.name, f.type) for f in b]
 
 
-def ensure_schema(chain: MetadataChain, state: ChainState, schema: pa.Schema,
-                  system_time: Timestamp) -> ChainState:
-    """Append ``SetDataSchema`` when the dataset has none or the data's schema evolved (validated by the chain)."""
-    from odf_core.metadata.arrow_schema import decode_arrow_schema, encode_arrow_schema
+def ensure_schema(chain: MetadataChain, state: ChainState, schema: bytes, system_time: Timestamp) -> ChainState:
+    """Append ``SetDataSchema`` when the dataset has none or the data's schema evolved (validated by the chain).
+    ``schema`` is the slice's recorded schema, encoded: the same bytes as the dataset's need no decoding."""
+    if state.schema is not None:
+        if bytes(state.schema) == schema:
+            return state
+        from odf_core.metadata.arrow_schema import decode_arrow_schema
 
-    if state.schema is not None and _same_schema(decode_arrow_schema(state.schema), schema):
-        return state
-    chain.append_event(SetDataSchema(schema=encode_arrow_schema(recorded_schema(schema))), system_time, state=state)
+        if _same_schema(decode_arrow_schema(state.schema), decode_arrow_schema(schema)):
+            return state
+    chain.append_event(SetDataSchema(schema=schema), system_time, state=state)
     crash_point("commit.after_schema_block")
     return chain.state()
 

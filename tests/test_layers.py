@@ -1,7 +1,8 @@
 """The layering contract between the coordinator (``odf_core``), the engine (``spark_jobs``) and Airflow.
 
 What both sides of the engine boundary share lives in ``odf_core.engine`` (protocol, wire, Spark settings, the
-checkpoint format, the engine version, the error classes) and ``odf_core.metadata``; ``odf_core.errors`` is a shared
+checkpoint format, the engine version, the error classes, what a commit records of a slice), ``odf_core.metadata``
+and ``odf_core.hashing`` (the engine hashes the slices it writes); ``odf_core.errors`` is a shared
 leaf (it imports nothing of the project). The engine imports nothing else of ``odf_core``, and ``odf_core`` imports
 the engine only where it starts one. ARCHITECTURE.md draws the layers; this test keeps them so, reading every
 import (module-level and function-local) from the source.
@@ -14,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: What the engine may import of odf_core (prefixes of dotted module names).
-ENGINE_MAY_IMPORT = ("odf_core.engine", "odf_core.metadata", "odf_core.identity", "odf_core.errors")
+ENGINE_MAY_IMPORT = ("odf_core.engine", "odf_core.metadata", "odf_core.identity", "odf_core.hashing", "odf_core.errors")
 #: The modules of odf_core.engine that start or reach an engine: the engine itself never needs them.
 ENGINE_LAUNCHERS = ("odf_core.engine.local", "odf_core.engine.submit", "odf_core.engine.serve",
                     "odf_core.engine.remote", "odf_core.engine.spark_submit")
@@ -76,7 +77,8 @@ def test_the_engine_imports_only_the_shared_contract_of_odf_core():
            if name.startswith("odf_core") and (not _under(name, ENGINE_MAY_IMPORT) or _under(name, ENGINE_LAUNCHERS)
                                                or name == "odf_core.engine")]
     assert bad == [], "spark_jobs may import only modules of odf_core.engine (not its launchers, nor the package's " \
-                      "face, which re-exports them), odf_core.metadata, odf_core.identity and odf_core.errors:\n" \
+                      "face, which re-exports them), odf_core.metadata, odf_core.identity, odf_core.hashing and " \
+                      "odf_core.errors:\n" \
                       + "\n".join(bad)
 
 

@@ -17,11 +17,30 @@ from odf_core.metadata.engine_ops import (
     TransformRequest,
     TransformResponse,
 )
-from odf_core.metadata.fragments import DatasetVocabulary, MergeStrategy, OffsetInterval, ReadStep, Transform
+from odf_core.metadata.fragments import (
+    DataSlice,
+    DatasetVocabulary,
+    MergeStrategy,
+    OffsetInterval,
+    ReadStep,
+    Transform,
+)
 from odf_core.metadata.schema import W, Model, item, lst, model, odf_type, odf_union, opt, req
 from odf_core.metadata.timestamp import Timestamp
 
 STR = item(W.STR)
+
+
+@odf_type
+@model
+class SliceDescription(Model):
+    """What a commit records of a slice the engine wrote: its ``DataSlice`` (hashes, offsets, size) and its schema as
+    ``SetDataSchema`` records it (a bare Arrow Schema FlatBuffer). The engine computes both with the coordinator's own
+    code (``odf_core.commit.describe_slice``) while the file is warm, so a coordinator need not import pyarrow or
+    decode the file; it trusts them only for the bytes it hashes itself (the physical hash)."""
+
+    data_slice: DataSlice = req(W.TABLE, "DataSlice")
+    schema: bytes = req(W.BYTES)
 
 # -- ingest ---------------------------------------------------------------------------------------------------------
 
@@ -116,6 +135,7 @@ class MergeOutcome(Model):
     # Ledger: rows dropped because an earlier row of the same input had their primary key, and one such key (JSON)
     duplicates_dropped: int | None = opt(W.U64N)
     duplicate_key: str | None = opt(W.STR)
+    slice: SliceDescription | None = opt(W.TABLE, "SliceDescription")  # the slice written (None: none, or not said)
 
 
 @odf_type
@@ -220,6 +240,7 @@ class TransformDiagnostics(Model):
 class OdfTransformResponse(Model):
     response: TransformResponse = req(W.UNION, "TransformResponse")
     diagnostics: TransformDiagnostics | None = opt(W.TABLE, "TransformDiagnostics")
+    slice: SliceDescription | None = opt(W.TABLE, "SliceDescription")  # the output slice written, if any
 
 
 @odf_type

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odf_core.chain import ChainState
-from odf_core.commit import commit_data, describe_slice
+from odf_core.commit import commit_data, described_slice
 from odf_core.engine import Engine
 from odf_core.engine.responses import unwrap
 from odf_core.engine.protocol import (
@@ -38,6 +38,7 @@ from odf_core.engine.protocol import (
     MergeOutcome,
     MergePhase,
     ReadPhase,
+    SliceDescription,
 )
 from odf_core.errors import DatasetChanged, OdfError, RefConflict, os_errors
 from odf_core.identity import Multihash
@@ -53,7 +54,7 @@ from odf_core.ingest.push_keys import CommittedPush, check_key, default_not_befo
 from odf_core.ingest.source_state import push_key_state
 from odf_core.ingest.staging import atomic_write_text, staging_name
 from odf_core.metadata import AddData, DatasetKind, Timestamp
-from odf_core.metadata.yaml_serde import to_data
+from odf_core.metadata.yaml_serde import from_data, to_data
 from odf_core.workspace import DatasetHandle, Workspace
 
 if TYPE_CHECKING:
@@ -371,14 +372,14 @@ def _merge_phase(handle: DatasetHandle, state: ChainState, txn: IngestTransactio
 
 def _not_null(state: ChainState, read_step) -> tuple[str, ...]:
     """Columns the new rows must not hold nulls in: NOT NULL in the read schema or in the dataset's schema."""
-    from odf_core.metadata.arrow_schema import decode_arrow_schema
+    from odf_core.metadata.arrow_fb_verify import top_level_fields
     from odf_core.metadata.ddl import not_null_columns
 
     names = list(not_null_columns(getattr(read_step, "schema", None)))
     if state.schema:
         system = (state.vocab.offset_column, state.vocab.operation_type_column, state.vocab.system_time_column)
-        names += [f.name for f in decode_arrow_schema(state.schema)
-                  if not f.nullable and f.name not in system and f.name not in names]
+        names += [name for name, nullable in top_level_fields(state.schema)
+                  if not nullable and name not in system and name not in names]
     return tuple(names)
 
 
@@ -472,6 +473,17 @@ def _merge(ws: Workspace, txn: IngestTransaction, engine: Engine, with_read: boo
     return result
 
 
+def _described(merged: dict) -> SliceDescription | None:
+    """The engine's description of the slice, from the merge step's record (none in one an earlier build wrote)."""
+    if not merged.get("slice"):
+        return None
+    try:
+        return from_data(MergeOutcome, merged).slice
+    except OdfError as e:
+        log.warning("the merge step's record of the slice is unreadable (%s): hashing the slice here", e)
+        return None
+
+
 def duplicates_warning(dataset: str, strategy, result: StepResult) -> str:
     """The WARNING of a Ledger merge that dropped rows repeating a key inside its input (conformance D1)."""
     key = ", ".join(getattr(strategy, "primary_key", None) or ())
@@ -514,7 +526,7 @@ def _commit(ws: Workspace, txn: IngestTransaction) -> StepResult:
     slice_file = None
     if os.path.exists(slice_path):
         start = 0 if txn.base_head is None else _next_offset_at_base(handle, txn, state)
-        slice_file = describe_slice(slice_path, state.vocab.offset_column, start)
+        slice_file = described_slice(slice_path, state.vocab.offset_column, start, _described(merged))
     checkpoint = txn.path("checkpoint.parquet")
     watermark = None
     if merged.get("maxEventTime"):

@@ -244,3 +244,17 @@ def verify_arrow_schema(buf: bytes) -> int:
     w.key_values(schema, 2, "Schema")
     w.vector(schema, 3, 8, "Schema.features")
     return root
+
+
+def top_level_fields(buf: bytes) -> tuple[tuple[str, bool], ...]:
+    """The top-level fields of a bare Schema FlatBuffer as ``(name, nullable)``, after checking the whole buffer:
+    what a command needs of a dataset's schema (its NOT NULL columns) without importing pyarrow."""
+    buf = bytes(buf)
+    verify_arrow_schema(buf)
+    w = _Walker(buf)
+    schema = w.table(w.deref(0, "root offset"), "Schema")
+    out = []
+    for i, pos in enumerate(w.tables_of(schema, 1, "Schema.fields") or []):
+        t = w.table(pos, f"fields[{i}]")
+        out.append((w.string(t, 0, f"fields[{i}].name") or "", bool(w.scalar(t, 1, "<B", 0, f"fields[{i}].nullable"))))
+    return tuple(out)

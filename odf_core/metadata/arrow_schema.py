@@ -17,11 +17,11 @@ import ctypes
 import struct
 from typing import Callable
 
-import flatbuffers
 import pyarrow as pa
 
 from odf_core.errors import DecodeError, MetadataError
 from odf_core.metadata.arrow_fb_verify import ArrowTypeTag as T
+from odf_core.metadata.flatbuffers_lib import flatbuffers
 from odf_core.metadata.arrow_fb_verify import MAX_FIELD_DEPTH, verify_arrow_schema
 from odf_core.metadata.schema_evolution import check_schema_evolution
 

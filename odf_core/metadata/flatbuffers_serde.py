@@ -9,8 +9,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-import flatbuffers
-from flatbuffers import number_types as N
+from odf_core.metadata.flatbuffers_lib import flatbuffers
+from odf_core.metadata.flatbuffers_lib import number_types as N
 
 from odf_core.errors import DecodeError, InvalidIdentifier
 from odf_core.identity import DatasetID, Multihash

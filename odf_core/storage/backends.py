@@ -25,14 +25,15 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from typing import Protocol
-
-from fsspec import AbstractFileSystem
+from typing import TYPE_CHECKING, Protocol
 
 from odf_core.errors import IntegrityError, RefConflict
 from odf_core.storage import local_fs
 from odf_core.storage.errors import UnsafeRefUpdate
 from odf_core.storage.faults import crash_point, write_fault
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 STORAGE_CRASH_POINTS: tuple[str, ...] = (
     "object.after_temp_write",

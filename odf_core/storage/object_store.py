@@ -20,18 +20,16 @@ import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterator
-
-from fsspec import AbstractFileSystem
-from fsspec.core import url_to_fs
-from fsspec.implementations.local import LocalFileSystem
-from fsspec.implementations.memory import MemoryFileSystem
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 from odf_core.errors import OdfError, os_errors
 from odf_core.storage.backends import Backend, LocalBackend, MemoryBackend, RemoteBackend, decode_ref
 from odf_core.storage import local_fs
 from odf_core.storage.errors import ObjectNotFound, StoreEscape
 from odf_core.storage.keys import TEMP_PREFIX, is_internal_name, validate_key, validate_prefix, validate_ref_value
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 _Bytes = bytes | bytearray | memoryview
 
@@ -48,8 +46,12 @@ class StoredFile:
 class ObjectStore:
     """Objects and refs under one root. Create with :meth:`open`; :meth:`child` gives the sub-store of a dataset."""
 
-    def __init__(self, fs: AbstractFileSystem, root: str, backend: Backend, *, parent: "ObjectStore | None" = None):
-        self._fs = fs
+    def __init__(self, fs: "AbstractFileSystem | None", root: str, backend: Backend, *,
+                 parent: "ObjectStore | None" = None):
+        # None: a local store whose fsspec file system is made on first use. Most commands on local disk never need
+        # one (reads, writes and listings of local stores go to the OS directly), and fsspec's import is ~60 ms of
+        # every command (issue #64).
+        self._fs_value = fs
         self._root = root
         self._backend = backend
         self._parent = parent  # a child store must resolve inside its parent's root
@@ -71,6 +73,10 @@ class ObjectStore:
         if not isinstance(text, str) or not text:
             raise OdfError(f"invalid store location {url_or_path!r}: expected a non-empty path or URL")
         if "://" not in text and "::" not in text:
+            if not storage_options:
+                return cls(None, os.path.abspath(text), LocalBackend())
+            from fsspec.implementations.local import LocalFileSystem
+
             fs: AbstractFileSystem = LocalFileSystem(**storage_options)
             root = text
         elif text.startswith(("s3://", "s3a://")):  # conditional writes: a real CAS on refs (see storage.s3)
@@ -80,10 +86,15 @@ class ObjectStore:
             root = s3._strip_protocol(text).rstrip("/")
             return cls(s3, root, S3Backend(s3))
         else:
+            from fsspec.core import url_to_fs
+
             try:
                 fs, root = url_to_fs(text, **storage_options)
             except (ImportError, ValueError) as e:
                 raise OdfError(f"cannot open store {text!r}: {e}") from e
+        from fsspec.implementations.local import LocalFileSystem
+        from fsspec.implementations.memory import MemoryFileSystem
+
         backend: Backend
         if isinstance(fs, LocalFileSystem):
             root = os.path.abspath(root)
@@ -101,19 +112,27 @@ class ObjectStore:
         prefix = validate_prefix(prefix)
         if not prefix:
             return self
-        return ObjectStore(self._fs, self._join(prefix), self._backend, parent=self)
+        return ObjectStore(self._fs_value, self._join(prefix), self._backend, parent=self)
 
     # -- naming -----------------------------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         """URL of the root, e.g. ``file:///data/ws/ds`` or ``memory:///ws``."""
-        return self._fs.unstrip_protocol(self._root)
+        return self._unstrip(self._root)
 
     @property
-    def fs(self) -> AbstractFileSystem:
+    def fs(self) -> "AbstractFileSystem":
         """The underlying fsspec file system (for readers such as pyarrow that accept one)."""
         return self._fs
+
+    @property
+    def _fs(self) -> "AbstractFileSystem":
+        if self._fs_value is None:
+            from fsspec.implementations.local import LocalFileSystem
+
+            self._fs_value = LocalFileSystem()
+        return self._fs_value
 
     @property
     def root(self) -> str:
@@ -129,6 +148,13 @@ class ObjectStore:
         path = self._path(key)
         if self.is_local:
             self._check_resolved(key, path)
+        return self._unstrip(path)
+
+    def _unstrip(self, path: str) -> str:
+        """``path`` with the file system's protocol; on a local store without its fsspec file system yet, what
+        fsspec's ``LocalFileSystem`` gives for an absolute path (``file://`` and the path without a trailing ``/``)."""
+        if self._fs_value is None:
+            return "file://" + (path.rstrip("/") or "/")
         return self._fs.unstrip_protocol(path)
 
     def local_path(self, key: str) -> str | None:

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import asdict, dataclass
 
 from odf_core.chain import ChainState
-from odf_core.commit import commit_data, describe_slice
+from odf_core.commit import commit_data, described_slice
 from odf_core.dataset_files import checkpoint_path
 from odf_core.engine import Engine
 from odf_core.engine.protocol import (
@@ -229,7 +229,7 @@ def _commit(handle: DatasetHandle, staging: str, plan: dict, response: OdfTransf
     slice_file = None
     if os.path.exists(data_path):
         start = value.new_offset_interval.start if value.new_offset_interval else state.next_offset
-        slice_file = describe_slice(data_path, state.vocab.offset_column, start)
+        slice_file = described_slice(data_path, state.vocab.offset_column, start, response.slice)
     query_inputs = tuple(from_data(ExecuteTransformInput, d) for d in plan["query_inputs"])
     block = commit_data(
         handle.chain,

@@ -104,10 +104,18 @@ def execute_transform(spark: SparkSession, request: OdfTransformRequest | Transf
     diag: dict[str, Any] = {}
     timings: dict[str, float] = {}
     started = time.monotonic()
+    described: list[Any] = []
+
     def run() -> Any:
         req, inputs = _inputs(request)
         with request_session(spark) as session:
             interval = _execute(session, req, inputs, diag, timings)
+        if interval is not None and os.path.exists(req.new_data_path):
+            from odf_core.engine.slice_description import describe
+
+            t0 = time.monotonic()
+            described.append(describe(req.new_data_path, req.vocab.offset_column, interval.start))
+            timings["describe"] = time.monotonic() - t0
         timings["total"] = time.monotonic() - started
         return TransformResponseSuccess(new_offset_interval=interval, new_watermark=output_watermark(inputs))
 
@@ -116,7 +124,9 @@ def execute_transform(spark: SparkSession, request: OdfTransformRequest | Transf
         internal=lambda err: TransformResponseInternalError(message=_classed(err.message, err.error_class),
                                                             backtrace=err.backtrace),
         user_errors="the query failed on the input data: ")
-    return OdfTransformResponse(response=response, diagnostics=_diagnostics(diag, timings))
+    return OdfTransformResponse(response=response, diagnostics=_diagnostics(diag, timings),
+                                slice=described[0] if described and isinstance(response, TransformResponseSuccess)
+                                else None)
 
 
 def _execute(session: SparkSession, request: TransformRequest, inputs: list[QueryInput], diag: dict[str, Any],

@@ -349,12 +349,17 @@ def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: Da
                 "ChangelogStream": changelog_stream.merge, "UpsertStream": upsert_stream.merge}[kind]
     stats: SliceStats = strategy(ctx, inp)
     start = ctx.offset_start
+    described = None
+    if stats.num_records and os.path.exists(phase.output_path):
+        from odf_core.engine.slice_description import describe
+
+        described = describe(phase.output_path, vocab.offset_column, start)
     return MergeOutcome(
         num_records=stats.num_records,
         offset_interval=_interval(start, stats.num_records),
         max_event_time=_event_time(stats.max_event_time),
         checkpoint_written=stats.checkpoint_written,
-        duplicates_dropped=inp.duplicate_rows, duplicate_key=inp.duplicate_key)
+        duplicates_dropped=inp.duplicate_rows, duplicate_key=inp.duplicate_key, slice=described)
 
 
 def _interval(start: int, n: int) -> Any:

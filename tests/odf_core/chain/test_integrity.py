@@ -12,7 +12,7 @@ from odf_core.chain.integrity import verify_integrity
 from odf_core.commit import SliceFile, commit_data, describe_slice
 from odf_core.hashing import logical_hash_file, physical_hash
 from odf_core.identity import Multihash
-from odf_core.metadata.arrow_schema import recorded_schema
+from odf_core.metadata.arrow_schema import encode_arrow_schema, recorded_schema
 from odf_core.metadata import AddData, DataSlice, MetadataBlock, OffsetInterval, Timestamp, encode_block
 from odf_core.storage import DatasetLayout
 from odf_core.workspace import Workspace
@@ -51,7 +51,7 @@ def _commit_as_recorded(h, path: Path, table: pa.Table, *, interval: tuple[int, 
     recorded = DataSlice(logical_hash=logical or logical_hash_file(str(path)), physical_hash=physical_hash(str(path)),
                          offset_interval=OffsetInterval(start=start, end=end), size=path.stat().st_size)
     block = commit_data(h.chain, base_head=h.chain.head(), slice_file=SliceFile(str(path), recorded,
-                                                                                recorded_schema(table.schema)),
+                                                                                encode_arrow_schema(recorded_schema(table.schema))),
                         checkpoint_path=checkpoint, system_time=T_NEXT)
     assert h.chain.head() == block
     return block, h.chain.get_block(block)

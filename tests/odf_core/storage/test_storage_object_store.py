@@ -28,6 +28,31 @@ def test_open_forms(tmp_path: Path) -> None:
         ObjectStore.open("nosuchprotocol-xyz://bucket/x")
 
 
+
+def test_a_local_store_makes_its_fsspec_file_system_only_when_asked(tmp_path: Path) -> None:
+    """Issue #64: a command on local disk does not import fsspec (~60 ms); the names it gives are fsspec's, and the
+    file system is there for whoever asks (readers that take one)."""
+    import subprocess
+    import sys
+
+    from fsspec.implementations.local import LocalFileSystem
+
+    code = ("import sys\nfrom odf_core.storage import ObjectStore\n"
+            "s = ObjectStore.open(sys.argv[1]).child('ds')\n"
+            "s.put_if_absent('data/x', b'1'); assert s.get('data/x') == b'1' and s.list('data')\n"
+            "s.compare_and_swap_ref('refs/head', None, 'h1')\n"
+            "print(s.url, s.url_of('data/x'), 'fsspec' in sys.modules)\n"
+            "print(type(s.fs).__name__, 'fsspec' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "root")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    fs = LocalFileSystem()
+    first, second = done.stdout.splitlines()
+    assert first.split() == [fs.unstrip_protocol(str(tmp_path / "root" / "ds")),
+                             fs.unstrip_protocol(str(tmp_path / "root" / "ds" / "data" / "x")), "False"]
+    assert second.split() == ["LocalFileSystem", "True"]
+    assert ObjectStore.open("/").url == fs.unstrip_protocol("/") == "file:///"
+
 def test_get_put_if_absent_and_reads(store: ObjectStore) -> None:
     assert store.put_if_absent("blocks/b1", b"first") is True
     assert store.put_if_absent("blocks/b1", b"other") is False  # existing object kept
