@@ -3,6 +3,8 @@ schemas with the engine, then appending its ``SetTransform``; ``odf explain``.""
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 
 from odf_core.engine import Engine
 from odf_core.engine.protocol import (
@@ -21,7 +23,7 @@ from odf_core.metadata import (
 from odf_core.workspace import Workspace
 
 from odf_core.transform.errors import InvalidQuery, TransformError, invalid_query
-from odf_core.transform.planning import check_engine, input_handle, schema_file, schemas_dir, transform_of
+from odf_core.transform.planning import check_engine, input_handle, schema_file, transform_of
 
 log = logging.getLogger("odf.transform")
 
@@ -48,22 +50,23 @@ def explain(ws: Workspace, engine: Engine, dataset: str) -> ValidateQueryRespons
 
 def _validate(ws: Workspace, engine: Engine, dataset: str, event: SetTransform, vocab
               ) -> ValidateQueryResponseSuccess | None:
-    inputs, missing = [], []
-    for inp in event.inputs:
-        h = input_handle(ws, inp.dataset_ref, dataset)
-        ist = h.state()
-        if ist.schema is None:
-            missing.append(str(h.name))
-            continue
-        inputs.append(ValidateInput(query_alias=inp.alias or str(h.name), vocab=ist.vocab,
-                                    schema_file=schema_file(h, ist, schemas_dir(ws))))
-    if missing:
-        log.warning("%s: inputs %s have no schema yet: the query is validated on their first data",
-                    dataset, ", ".join(missing))
-        return None
-    what = f"query validation of dataset '{dataset}'"
-    result = engine.execute(ValidateQueryRequest(vocab=vocab, transform=event.transform, inputs=tuple(inputs)),
-                            what=what)
+    with tempfile.TemporaryDirectory(prefix="odf-validate-") as tmp:
+        inputs, missing = [], []
+        for i, inp in enumerate(event.inputs):
+            h = input_handle(ws, inp.dataset_ref, dataset)
+            ist = h.state()
+            if ist.schema is None:
+                missing.append(str(h.name))
+                continue
+            inputs.append(ValidateInput(query_alias=inp.alias or str(h.name), vocab=ist.vocab,
+                                        schema_file=schema_file(h, ist, os.path.join(tmp, f"s{i}.parquet"))))
+        if missing:
+            log.warning("%s: inputs %s have no schema yet: the query is validated on their first data",
+                        dataset, ", ".join(missing))
+            return None
+        what = f"query validation of dataset '{dataset}'"
+        result = engine.execute(ValidateQueryRequest(vocab=vocab, transform=event.transform, inputs=tuple(inputs)),
+                                what=what)
     return unwrap(result, ValidateQueryResult, what, invalid=invalid_query(dataset))
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 
 from odf_core.chain import ChainState
@@ -29,7 +31,6 @@ from odf_core.workspace import DatasetHandle, Workspace
 
 from odf_core.transform.errors import InvalidQuery, TransformError
 
-SCHEMAS_DIR = "schemas"  # under the staging root; 'odf gc' removes transaction directories only, not this
 
 
 @dataclass(frozen=True)
@@ -49,41 +50,67 @@ def input_handle(ws: Workspace, ref: str, dataset: str) -> DatasetHandle:
         raise TransformError(f"dataset '{dataset}': input {ref} does not exist in workspace {ws.url}") from None
 
 
-def schema_file(handle: DatasetHandle, state: ChainState, directory: str) -> str:
-    """An empty Parquet file with the input's schema (the spec's ``schemaFile``) in ``directory``, named by the
-    schema's bytes: written once per schema and reused by later steps, since writing it needs pyarrow, whose import
-    is ~0.15 s of a command that otherwise has no use for it (issue #64). Written atomically, so a concurrent step
-    or a crash leaves either no file or a complete one."""
+def schema_file(handle: DatasetHandle, state: ChainState, path: str) -> str:
+    """An empty Parquet file with the input's schema at ``path`` (the spec's ``schemaFile``), copied from the user's
+    cache of such files (:func:`cached_schema_file`)."""
     if state.schema is None:
         raise TransformError(f"input '{handle.name}' has no data schema yet")
-    path = os.path.join(directory, hashlib.sha256(bytes(state.schema)).hexdigest()[:40] + ".parquet")
-    if not os.path.exists(path):
-        import tempfile
-
-        import pyarrow.parquet as pq
-
-        from odf_core.metadata.arrow_schema import decode_arrow_schema
-
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".schema-", suffix=".part", dir=directory)  # concurrent steps: one each
-        try:
-            with os.fdopen(fd, "wb") as f:
-                pq.write_table(decode_arrow_schema(state.schema).empty_table(), f)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
-            raise
+    cached = cached_schema_file(bytes(state.schema))
+    if cached is None:
+        _write_schema_file(bytes(state.schema), path)
+    else:
+        shutil.copyfile(cached, path)
     return path
 
 
-def schemas_dir(ws: Workspace) -> str:
-    """Where the inputs' schema files are kept: beside the transactions' staging (which the engine may read)."""
-    from odf_core.ingest.transaction import staging_root
+def schema_cache_dir() -> str:
+    """``$XDG_CACHE_HOME/odf/schemas``, else ``~/.cache/odf/schemas``."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "odf", "schemas")
 
-    return os.path.join(staging_root(ws), SCHEMAS_DIR)
+
+def cached_schema_file(schema: bytes) -> str | None:
+    """The user's empty Parquet file of ``schema`` (a ``SetDataSchema`` FlatBuffer), written on first use and named by
+    the schema's bytes. Writing one needs pyarrow, whose import is ~0.15 s of a warm step's client that otherwise
+    has no use for it (issue #64); a step copies the cached file into its staging, which never outlives the step.
+    Only this client reads the cache (the engine reads the copy), and a file that is not whole Parquet is written
+    again. None when the cache cannot be written (a read-only home): the caller writes the file itself."""
+    path = os.path.join(schema_cache_dir(), hashlib.sha256(schema).hexdigest()[:40] + ".parquet")
+    if _whole_parquet(path):
+        return path
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".schema-", suffix=".part", dir=os.path.dirname(path))  # one per writer
+    except OSError:
+        return None
+    try:
+        os.close(fd)
+        _write_schema_file(schema, tmp)
+        os.replace(tmp, path)
+    except OSError:
+        return None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def _whole_parquet(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+            f.seek(-4, os.SEEK_END)
+            return head == b"PAR1" and f.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def _write_schema_file(schema: bytes, path: str) -> None:
+    import pyarrow.parquet as pq
+
+    from odf_core.metadata.arrow_schema import decode_arrow_schema
+
+    pq.write_table(decode_arrow_schema(schema).empty_table(), path)
 
 
 def transform_of(state: ChainState, dataset: str) -> SetTransform:
@@ -137,7 +164,7 @@ def plan_inputs(ws: Workspace, handle: DatasetHandle, state: ChainState, scratch
             offset_interval=interval,
             data_paths=tuple(engine_path(h.store, DatasetLayout.data_key(s.physical_hash), scratch)
                              for s in blocks.slices),
-            schema_file=schema_file(h, ist, schemas_dir(ws)),
+            schema_file=schema_file(h, ist, os.path.join(scratch, f"schema-{len(planned)}.parquet")),
             explicit_watermarks=blocks.watermarks,
         )
         history = tuple(engine_path(h.store, DatasetLayout.data_key(s.physical_hash), scratch)

@@ -1,5 +1,6 @@
-"""Planning's files for the engine (odf_core/transform/planning.py): an input's schema file is written once per
-schema and reused (issue #64: writing it needs pyarrow, whose import a warm step's client otherwise does without)."""
+"""Planning's files for the engine (odf_core/transform/planning.py): an input's schema file comes from the user's
+cache, written once per schema (issue #64: writing one needs pyarrow, whose import a warm step's client otherwise
+does without), and the step's own copy goes with its staging."""
 from __future__ import annotations
 
 import os
@@ -10,7 +11,7 @@ import threading
 import pyarrow.parquet as pq
 
 from odf_core.commit import commit_data, describe_slice
-from odf_core.transform.planning import schema_file, schemas_dir
+from odf_core.transform.planning import cached_schema_file, schema_cache_dir, schema_file
 from odf_core.workspace import Workspace
 
 from ..chain.builders import T0, new_root, write_slice
@@ -25,37 +26,67 @@ def _root_with_data(tmp_path):
     return ws, h
 
 
-def test_an_inputs_schema_file_is_written_once_per_schema_and_holds_that_schema(tmp_path):
-    ws, h = _root_with_data(tmp_path)
+def test_an_inputs_schema_file_is_written_once_per_schema_and_copied_for_each_step(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _, h = _root_with_data(tmp_path)
     state = h.state()
-    directory = schemas_dir(ws)
-    path = schema_file(h, state, directory)
-    assert os.path.dirname(path) == directory and os.listdir(directory) == [os.path.basename(path)]
-    assert pq.read_schema(path).names == ["offset", "op", "system_time", "event_time", "v"]
-    assert pq.read_metadata(path).num_rows == 0
-    written = os.stat(path).st_mtime_ns
-    assert schema_file(h, state, directory) == path and os.stat(path).st_mtime_ns == written  # reused, not rewritten
+    step = schema_file(h, state, str(tmp_path / "step-schema.parquet"))
+    assert pq.read_schema(step).names == ["offset", "op", "system_time", "event_time", "v"]
+    assert pq.read_metadata(step).num_rows == 0
+    cache = schema_cache_dir()
+    assert cache == str(tmp_path / "cache" / "odf" / "schemas") and len(os.listdir(cache)) == 1
+    cached = cached_schema_file(bytes(state.schema))
+    assert cached is not None and open(cached, "rb").read() == open(step, "rb").read()
+    written = os.stat(cached).st_mtime_ns
+    schema_file(h, state, str(tmp_path / "again.parquet"))
+    assert os.stat(cached).st_mtime_ns == written and os.listdir(cache) == [os.path.basename(cached)]  # reused
 
 
-def test_reusing_a_schema_file_does_not_import_pyarrow(tmp_path):
+def test_a_cached_file_that_is_not_whole_parquet_is_written_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _, h = _root_with_data(tmp_path)
+    schema = bytes(h.state().schema)
+    cached = cached_schema_file(schema)
+    assert cached is not None
+    with open(cached, "r+b") as f:
+        f.truncate(os.path.getsize(cached) // 2)
+    assert cached_schema_file(schema) == cached and pq.read_schema(cached).names[-1] == "v"
+
+
+def test_without_a_writable_cache_the_step_writes_its_schema_file_itself(tmp_path, monkeypatch):
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    _, h = _root_with_data(tmp_path)
+    assert cached_schema_file(bytes(h.state().schema)) is None
+    path = schema_file(h, h.state(), str(tmp_path / "s.schema.parquet"))
+    assert pq.read_schema(path).names[-1] == "v"
+
+
+def test_reusing_a_cached_schema_file_does_not_import_pyarrow(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     ws, h = _root_with_data(tmp_path)
-    schema_file(h, h.state(), schemas_dir(ws))
+    schema_file(h, h.state(), str(tmp_path / "first.parquet"))
     code = ("import sys\nfrom odf_core.workspace import Workspace\nfrom odf_core.transform.planning import "
-            "schema_file, schemas_dir\nws = Workspace.open(sys.argv[1])\nh = ws.get('root')\n"
-            "print(schema_file(h, h.state(), schemas_dir(ws)), 'pyarrow' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code, ws.store.root], capture_output=True, text=True, timeout=60)
+            "schema_file\nws = Workspace.open(sys.argv[1])\nh = ws.get('root')\n"
+            "print(schema_file(h, h.state(), sys.argv[2]), 'pyarrow' in sys.modules)\n")
+    out = str(tmp_path / "second.parquet")
+    done = subprocess.run([sys.executable, "-c", code, ws.store.root, out], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [schema_file(h, h.state(), schemas_dir(ws)), "False"]
+    assert done.stdout.split() == [out, "False"]
 
 
-def test_steps_writing_the_same_schema_file_at_once_leave_one_complete_file(tmp_path):
-    ws, h = _root_with_data(tmp_path)
-    state, directory = h.state(), schemas_dir(ws)
-    paths: list[str] = []
-    threads = [threading.Thread(target=lambda: paths.append(schema_file(h, state, directory))) for _ in range(8)]
+def test_steps_caching_the_same_schema_at_once_leave_one_complete_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _, h = _root_with_data(tmp_path)
+    schema = bytes(h.state().schema)
+    paths: list[str | None] = []
+    threads = [threading.Thread(target=lambda: paths.append(cached_schema_file(schema))) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(set(paths)) == 1 and os.listdir(directory) == [os.path.basename(paths[0])]  # no temporary files left
+    assert len(set(paths)) == 1 and paths[0] is not None
+    assert os.listdir(schema_cache_dir()) == [os.path.basename(paths[0])]  # no temporary files left
     assert pq.read_schema(paths[0]).names[-1] == "v"
