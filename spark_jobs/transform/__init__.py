@@ -53,7 +53,7 @@ from spark_jobs.transform.inputs import (
     read_rows,
     slice_rows,
 )
-from spark_jobs.transform.planning import STATELESS, output_schema, prepare
+from spark_jobs.transform.planning import STATELESS, output_schema, prepare, query_over
 from spark_jobs.transform.stateful import run_stateful
 from spark_jobs.transform.stateless import run_stateless
 
@@ -136,12 +136,17 @@ def _execute(session: SparkSession, request: TransformRequest, inputs: list[Quer
     schemas = [input_schema(session, inp, i) for i, inp in enumerate(inputs)]
     key = plan_cache.plan_key(session, request.transform, schemas, [i.alias for i in inputs],
                               [i.vocab for i in inputs], request.vocab)
-    known = plan_cache.get(key)  # a stateful query this driver planned before: (PlanInfo, Planned)
+    known = plan_cache.get(key)  # a query this driver planned before: (PlanInfo, Planned or None if stateless)
     if known is None:
         views = {inp.alias: slice_rows(session, inp, schema) for inp, schema in zip(inputs, schemas)}
         out, info = prepare(session, request.transform, views, request.vocab)
+        if info.plan_class == STATELESS:
+            plan_cache.put(key, (info, None))
+    elif known[0].plan_class == STATELESS:  # the query over these slices, through the gate: not its inspection
+        views = {inp.alias: slice_rows(session, inp, schema) for inp, schema in zip(inputs, schemas)}
+        out, info = query_over(session, request.transform, views), known[0]
     else:
-        out, info = None, known[0]  # only stateful plans are kept: the stateless path below needs no ``out``
+        out, info = None, known[0]  # the stateful path reads its inputs itself
     timings["plan"] = time.monotonic() - t0
     diag["plan_class"] = info.plan_class
     diag["reason"] = info.reason

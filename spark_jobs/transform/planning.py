@@ -203,9 +203,14 @@ def inspect_plan(session: SparkSession, out: DataFrame, vocab: DatasetVocabulary
     return PlanInfo(plan_class, reason, inputs_reading_op(cat, optimized), key, layout)
 
 
+def query_over(session: SparkSession, transform: TransformSql, views: Mapping[str, DataFrame]) -> DataFrame:
+    """The transform's query over ``views`` (its steps through the SQL gate), analysed, nothing executed."""
+    return sql_steps.run_steps(session, transform, views, sql_steps.TRANSFORM)
+
+
 def prepare(session: SparkSession, transform: TransformSql, views: Mapping[str, DataFrame],
             vocab: DatasetVocabulary) -> tuple[DataFrame, PlanInfo]:
-    out = sql_steps.run_steps(session, transform, views, sql_steps.TRANSFORM)
+    out = query_over(session, transform, views)
     return out, inspect_plan(session, out, vocab)
 
 

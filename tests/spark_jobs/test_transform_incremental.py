@@ -1872,6 +1872,37 @@ def test_a_driver_plans_a_stateful_query_once(spark, tmp_path, monkeypatch):
     assert warm.result.responses[-1].diagnostics["path"] in ("full", None)
 
 
+
+def test_a_driver_inspects_a_stateless_query_once_and_gates_it_at_every_step(spark, tmp_path, monkeypatch):
+    """Issue #64: later steps of a row-wise query reuse the first step's inspection of its plan (purity,
+    classification, layout) but still run the query through the SQL gate, and write the slices a driver inspecting
+    every step writes."""
+    from spark_jobs import sql_gate
+    from spark_jobs.transform import plan_cache
+    from spark_jobs.transform import planning
+
+    inspected: list[int] = []
+    gated: list[int] = []
+    real_inspect, real_gate = planning.inspect_plan, sql_gate.gated_query
+    monkeypatch.setattr(planning, "inspect_plan", lambda *a, **k: inspected.append(1) or real_inspect(*a, **k))
+    monkeypatch.setattr(sql_gate, "gated_query", lambda *a, **k: gated.append(1) or real_gate(*a, **k))
+    transform = sql("SELECT event_time, k, x * 2 AS x2 FROM a WHERE x > 0")
+    split = [Txn({"a": 3}), Txn({"a": 3}), Txn({"a": 3})]
+    plan_cache.clear()
+    warm = MiniCoordinator(spark, tmp_path / "warm", transform, [InputSpec("a", DATA, FIXED_A)])
+    for t in split:
+        warm.step(t)
+    assert (len(inspected), len(gated)) == (1, len(split))
+    cold = MiniCoordinator(spark, tmp_path / "cold", transform, [InputSpec("a", DATA, FIXED_A)])
+    for t in split:
+        plan_cache.clear()
+        cold.step(t)
+    assert (len(inspected), len(gated)) == (1 + len(split), 2 * len(split))
+    assert [r.diagnostics["planClass"] for r in warm.result.responses] == ["stateless"] * len(split)
+    for a, b in zip(warm.result.slices, cold.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert reduce_output(warm.result.rows()) == batch_reference(spark, transform, warm.inputs)
+
 @pytest.mark.parametrize("transform,state_rows", [
     (FAMILIES["tumbling"][0], [2, 1, 1, 2]),  # 30-minute windows by k
     # the same groups, each with its one value's count
