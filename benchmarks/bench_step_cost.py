@@ -266,7 +266,7 @@ def bench(rounds: int, bytecode: bool, before_tree: Path | None) -> str:
                     run_round(client, tmp, i, samples[key])
                 loads.append(os.getloadavg()[0])
             for key, client in clients.items():
-                _, rows[key] = client.odf("sql", "SELECT city, n, total FROM `step.by-city` ORDER BY city",
+                _, rows[key] = client.odf("sql", "SELECT city, n, total FROM `step.by-city` ORDER BY city, offset",
                                           "--engine", engine.url)
                 check_rows(rows[key], rounds)
         finally:

@@ -39,7 +39,8 @@ COMMIT_CRASH_POINTS = ("commit.after_data_file", "commit.after_checkpoint_file",
 @dataclass(frozen=True)
 class SliceFile:
     """A finished Parquet slice in staging, with what its block will record: its ``DataSlice`` and its schema as
-    ``SetDataSchema`` records it (a bare Arrow Schema FlatBuffer of :func:`recorded_schema`)."""
+    ``SetDataSchema`` records it (a bare Arrow Schema FlatBuffer of
+    :func:`odf_core.metadata.arrow_schema.recorded_schema`)."""
 
     path: str
     data_slice: DataSlice
