@@ -424,6 +424,7 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
             rows, op, order = paired_diff(pairs, out_schema.names, names, info.key, types)
         else:
             diag["slice"] = "netted"
+            assert top is not None  # output_change gives the change whenever it gives no pairs
             # counted_change nets the rows: one row per distinct output row, its signed count the change
             change = incremental.counted_change(top, out_schema.names, names, types)
             rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)

@@ -32,7 +32,7 @@ class OperatorStep:
     """What one step of an operator gives: the change of its output, its new state tables (by their names in a step's
     states) and, for an aggregate whose groups are the query's output rows, each touched group's old and new row."""
 
-    change: "Delta"
+    change: "Delta | None"  # None only beside ``pairs``: the output's change is then read from them
     tables: dict[str, "DataFrame"]
     pairs: "DataFrame | None" = None
 

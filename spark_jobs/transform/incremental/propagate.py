@@ -20,9 +20,10 @@ from spark_jobs.transform.output import normalized
 
 
 def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[str, DataFrame], paired: bool = False
-                  ) -> tuple[Delta, dict[str, DataFrame], DataFrame | None]:
+                  ) -> tuple[Delta | None, dict[str, DataFrame], DataFrame | None]:
     """The change of the query's output (frames by position), every operator's new states and, with ``paired`` when
-    the query's top node is an aggregate that updated every touched group from its state, :func:`group_pairs`."""
+    the query's top node is an aggregate that updated every touched group from its state, :func:`group_pairs`
+    (then instead of the change, which nothing reads)."""
     changes: dict[str, Delta] = {}
     states: dict[str, DataFrame] = {}
     pairs = None
@@ -33,10 +34,16 @@ def output_change(step: Step, out_columns: Sequence[str], old_states: Mapping[st
         result = operators.family(op).step(step, op, old_states, states, changes, paired and top_node)
         states.update(result.tables)
         pairs = result.pairs if top_node else pairs
+        if result.change is None:  # only the top aggregate's, beside its pairs: nothing above reads it
+            if result.pairs is None or not top_node:
+                raise AssertionError(f"operator {op.id} gave no change")
+            continue
         changes[op.id] = result.change if top_node else step.passed_up(result.change)
     if pairs is not None and below_top is not None:  # each group's two rows through the projections above it
         op, path = below_top
         pairs = _pairs_through(step.cat, step.plan.root.node, path, pairs, step.cat.items(op.node.output()))
+    if pairs is not None:
+        return None, states, pairs
     out = segment_change(step, step.plan.root, changes)
     if len(out.pos.columns) - (1 if "__odf_n" in out.pos.columns else 0) != len(out_columns):
         raise AssertionError("the incremental plan's output does not match the query's columns")

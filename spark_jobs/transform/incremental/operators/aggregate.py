@@ -83,9 +83,10 @@ def _recomputed(step: Step, op: Op, groups: DataFrame, old: bool = False) -> Dat
 
 
 def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], changes: Mapping[str, Delta],
-                   paired: bool = False) -> tuple[Delta, dict[str, DataFrame], DataFrame | None]:
+                   paired: bool = False) -> tuple[Delta | None, dict[str, DataFrame], DataFrame | None]:
     """The change of an aggregate's output, its new state tables and, with ``paired`` (the query's top aggregate)
-    when every touched group was updated from its state, :func:`group_pairs`."""
+    when every touched group was updated from its state, :func:`group_pairs` (then instead of the change: nothing
+    reads it, and building its plans was a tenth of a tiny step, issue #64)."""
     spec = op.spec
     old = old_tables[op.id]
     child = segment_change(step, op.children[0], changes)
@@ -140,11 +141,13 @@ def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], chan
         gone = _recomputed(step, op, combined.where(F.col(REVIVE)), old=True).select(*state_cols)
         before = before.unionByName(gone.where(aggregate.alive(spec)))
     new = _open(spec, new, step.evict)  # final windows leave the state (their rows were written when they changed)
+    tables[op.id] = new
+    if pairs is not None:  # the output's change is read from the pairs: no plans for the rows before and after
+        return None, tables, pairs
     attrs = aggregate.finals_attrs(spec)
     results = [(f"c{i}", r) for i, r in enumerate(spec.results)]
     out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),
                 project(step.cat, aggregate.finals(spec, before), attrs, results))
-    tables[op.id] = new
     return out, tables, pairs
 
 
