@@ -129,21 +129,23 @@ def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], chan
     state_cols = [*spec.keys, *aggregate.state_columns(spec)]
     kept = ~F.col(aggregate.RECOMPUTE) & ~F.col(REVIVE)
     new = combined.where(kept).select(*state_cols)
-    touched = combined.where(F.col(aggregate.TOUCHED))
-    after = touched.where(kept).select(*state_cols)
+    recomputed = None
     if seen["flagged"] or seen["revived"]:  # a removed row reached a group's min/max, or a closed window changed
         recomputed, _ = step.keep(_recomputed(step, op, combined.where(recompute | F.col(REVIVE))).select(*state_cols))
-        new, after = new.unionByName(recomputed), after.unionByName(recomputed)
-    new = new.where(aggregate.alive(spec))
+        new = new.unionByName(recomputed)
+    # final windows leave the state (their rows were written when they changed)
+    tables[op.id] = _open(spec, new.where(aggregate.alive(spec)), step.evict)
+    if pairs is not None:  # (no group flagged or revived) the output's change is read from the pairs: no plans
+        return None, tables, pairs  # for the groups' rows before and after
+    touched = combined.where(F.col(aggregate.TOUCHED))
+    after = touched.where(kept).select(*state_cols)
+    if recomputed is not None:
+        after = after.unionByName(recomputed)
     after = after.where(aggregate.alive(spec))
     before = aggregate.old_states(spec, touched).where(aggregate.alive(spec))
     if seen["revived"]:
         gone = _recomputed(step, op, combined.where(F.col(REVIVE)), old=True).select(*state_cols)
         before = before.unionByName(gone.where(aggregate.alive(spec)))
-    new = _open(spec, new, step.evict)  # final windows leave the state (their rows were written when they changed)
-    tables[op.id] = new
-    if pairs is not None:  # the output's change is read from the pairs: no plans for the rows before and after
-        return None, tables, pairs
     attrs = aggregate.finals_attrs(spec)
     results = [(f"c{i}", r) for i, r in enumerate(spec.results)]
     out = Delta(project(step.cat, aggregate.finals(spec, after), attrs, results),
