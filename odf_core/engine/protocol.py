@@ -36,7 +36,7 @@ STR = item(W.STR)
 class SliceDescription(Model):
     """What a commit records of a slice the engine wrote: its ``DataSlice`` (hashes, offsets, size) and its schema as
     ``SetDataSchema`` records it (a bare Arrow Schema FlatBuffer). The engine computes both with the coordinator's own
-    code (``odf_core.commit.describe_slice``) while the file is warm, so a coordinator need not import pyarrow or
+    code (:mod:`odf_core.engine.slice_description`) while the file is warm, so a coordinator need not import pyarrow or
     decode the file; it trusts them only for the bytes it hashes itself (the physical hash)."""
 
     data_slice: DataSlice = req(W.TABLE, "DataSlice")

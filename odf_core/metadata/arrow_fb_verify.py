@@ -250,9 +250,8 @@ def top_level_fields(buf: bytes) -> tuple[tuple[str, bool], ...]:
     """The top-level fields of a bare Schema FlatBuffer as ``(name, nullable)``, after checking the whole buffer:
     what a command needs of a dataset's schema (its NOT NULL columns) without importing pyarrow."""
     buf = bytes(buf)
-    verify_arrow_schema(buf)
     w = _Walker(buf)
-    schema = w.table(w.deref(0, "root offset"), "Schema")
+    schema = w.table(verify_arrow_schema(buf), "Schema")
     out = []
     for i, pos in enumerate(w.tables_of(schema, 1, "Schema.fields") or []):
         t = w.table(pos, f"fields[{i}]")

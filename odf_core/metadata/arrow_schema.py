@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from odf_core.errors import DecodeError, MetadataError
 from odf_core.metadata.arrow_fb_verify import ArrowTypeTag as T
-from odf_core.metadata.flatbuffers_lib import flatbuffers
 from odf_core.metadata.arrow_fb_verify import MAX_FIELD_DEPTH, verify_arrow_schema
+from odf_core.metadata.flatbuffers_lib import flatbuffers
 from odf_core.metadata.schema_evolution import check_schema_evolution
 
 __all__ = ["encode_arrow_schema", "decode_arrow_schema", "check_schema_evolution", "recorded_schema"]

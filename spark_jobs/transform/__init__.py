@@ -28,6 +28,7 @@ from odf_core.engine.protocol import (
     OdfTransformRequest,
     OdfTransformResponse,
     QueryResponseInvalidQuery,
+    SliceDescription,
     TransformDiagnostics,
     ValidateQueryRequest,
     ValidateQueryResponse,
@@ -104,17 +105,20 @@ def execute_transform(spark: SparkSession, request: OdfTransformRequest | Transf
     diag: dict[str, Any] = {}
     timings: dict[str, float] = {}
     started = time.monotonic()
-    described: list[Any] = []
+    described: SliceDescription | None = None
 
     def run() -> Any:
+        nonlocal described
         req, inputs = _inputs(request)
         with request_session(spark) as session:
             interval = _execute(session, req, inputs, diag, timings)
-        if interval is not None and os.path.exists(req.new_data_path):
+        output = local_path(req.new_data_path)
+        # our coordinator commits from the description; the spec's answer has no place for it (nothing to hash for)
+        if interval is not None and isinstance(request, OdfTransformRequest) and os.path.exists(output):
             from odf_core.engine.slice_description import describe
 
             t0 = time.monotonic()
-            described.append(describe(req.new_data_path, req.vocab.offset_column, interval.start))
+            described = describe(output, req.vocab.offset_column, interval.start)
             timings["describe"] = time.monotonic() - t0
         timings["total"] = time.monotonic() - started
         return TransformResponseSuccess(new_offset_interval=interval, new_watermark=output_watermark(inputs))
@@ -125,8 +129,7 @@ def execute_transform(spark: SparkSession, request: OdfTransformRequest | Transf
                                                             backtrace=err.backtrace),
         user_errors="the query failed on the input data: ")
     return OdfTransformResponse(response=response, diagnostics=_diagnostics(diag, timings),
-                                slice=described[0] if described and isinstance(response, TransformResponseSuccess)
-                                else None)
+                                slice=described if isinstance(response, TransformResponseSuccess) else None)
 
 
 def _execute(session: SparkSession, request: TransformRequest, inputs: list[QueryInput], diag: dict[str, Any],

@@ -51,7 +51,7 @@ from spark_jobs.ingest.checkpoint import primary_key, strategy_kind
 from spark_jobs.ingest.read import ET_FILLED, HIDDEN
 from spark_jobs.ingest.readers import WorkDir
 from spark_jobs.ingest.slices import SliceStats, check_evolution, slice_schema
-from spark_jobs.parquet_files import load_parquet, ms_utc, parts_sorted_by, tables_sorted_by, write_parts
+from spark_jobs.parquet_files import local_path, load_parquet, ms_utc, parts_sorted_by, tables_sorted_by, write_parts
 
 # Up to this many bytes (uncompressed keys for Ledger; input + state files for Snapshot) the merge decision runs on
 # the driver: one hash pass in pyarrow instead of Spark shuffles; 0 always uses the Spark plans.
@@ -350,10 +350,10 @@ def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: Da
     stats: SliceStats = strategy(ctx, inp)
     start = ctx.offset_start
     described = None
-    if stats.num_records and os.path.exists(phase.output_path):
+    if stats.num_records and os.path.exists(local_path(phase.output_path)):
         from odf_core.engine.slice_description import describe
 
-        described = describe(phase.output_path, vocab.offset_column, start)
+        described = describe(local_path(phase.output_path), vocab.offset_column, start)
     return MergeOutcome(
         num_records=stats.num_records,
         offset_interval=_interval(start, stats.num_records),

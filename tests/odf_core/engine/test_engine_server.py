@@ -86,6 +86,12 @@ def test_a_client_of_the_reference_engine_proto_gets_a_transform_response(server
     assert (final.new_offset_interval.start, final.new_offset_interval.end) == (0, 1)
     rows = pq.read_table(doc["content"]["newDataPath"]).to_pylist()
     assert [(r["k"], r["x10"]) for r in rows] == [("p", 10), ("q", 20)]
+    # the slice is described (hashed) for our coordinator only: the spec's answer has no place for it
+    from spark_jobs.transform import execute_transform
+
+    assert execute_transform(server.spark, request).slice is None
+    ours = execute_transform(server.spark, transform_request(doc))
+    assert ours.slice is not None and ours.slice.data_slice.offset_interval.end == 1
 
 
 def test_two_clients_at_once_and_the_bounded_queue(server, tmp_path):
