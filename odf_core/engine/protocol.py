@@ -229,7 +229,7 @@ class TransformDiagnostics(Model):
     path: str | None = opt(W.STR)  # stateful plans: "incremental" | "rebuild" | "full"
     operators: tuple[OperatorPlan, ...] | None = lst(item(W.TABLE, "OperatorPlan"))
     state_rows: int | None = opt(W.U64N)  # rows in the new checkpoint's state tables
-    sizing: str | None = opt(W.STR)  # incremental steps: how their shuffles were planned
+    sizing: str | None = opt(W.STR)  # incremental and small stateless steps: how their shuffles were planned
     slice: str | None = opt(W.STR)  # incremental steps: "per group" (a top aggregate's old and new row per group)
     #                                 or "netted" (the changed rows counted by value)
     history: str | None = opt(W.STR)  # incremental steps: what they read of the inputs' history ("b 2 of 40 slice(s)")

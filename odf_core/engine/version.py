@@ -20,7 +20,6 @@ import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,8 @@ class EngineVersion:
 @cache
 def engine_version() -> str:
     """This installation's engine: ``spark-<pyspark version>+sem-<SEMANTICS>+jobs-<digest of the engine's code>``."""
+    from importlib import metadata  # here: ~6 ms of imports that a command against a warm engine does not need
+
     import spark_jobs
 
     root = Path(spark_jobs.__file__).parent

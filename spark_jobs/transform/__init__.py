@@ -158,6 +158,11 @@ def _execute(session: SparkSession, request: TransformRequest, inputs: list[Quer
         if all(i.request.offset_interval is None for i in inputs):
             interval, counts = None, {}
         else:
+            from spark_jobs.transform.incremental.sizing import size_stateless_step
+
+            sized = size_stateless_step(session, inputs)
+            if sized is not None:
+                diag["sizing"] = sized
             interval, counts = run_stateless(session, request, out, info)
         write_stateless_checkpoint(session, request)
     else:

@@ -428,7 +428,9 @@ def _incremental(step: Any, request: TransformRequest, info: PlanInfo, out_schem
             # counted_change nets the rows: one row per distinct output row, its signed count the change
             change = incremental.counted_change(top, out_schema.names, names, types)
             rows, op, order = signed_diff(change.withColumnRenamed(incremental.WEIGHT, DELTA), names, info.key)
-        return write_output(finalize(_as_read_back(rows, names, types), op, order, layout, request), request)
+        # numbered in one partition: a small step's rows are one partition's (no shuffle to gather them)
+        return write_output(finalize(step.narrow(_as_read_back(rows, names, types)), op, order, layout, request),
+                            request)
 
     # both are written in one task each (one file each), from the same change: side by side they take the time of
     # the longer one (neither carries encoding settings the other could take: parquet_files.SHARED_WRITER_SETTINGS)

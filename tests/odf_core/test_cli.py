@@ -240,3 +240,48 @@ def test_a_full_disk_no_command_anticipated_is_one_line_not_an_internal_error(tm
                  "  sequenceNumber: 0\n  event:\n    kind: SetInfo\n    description: foo\n")
     code, _, err = run(capsys, "block", "encode", str(f), "-o", "/dev/full")
     assert (code, err.strip()) == (1, "odf: error: no space left on device while running 'odf block encode'")
+
+
+def _parsed(parse, argv):
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            return vars(parse(argv)), None, out.getvalue(), err.getvalue()
+        except SystemExit as e:
+            return None, e.code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("argv", [
+    ["pull", "a.b"], ["--workspace", "w", "pull", "a", "b", "--engine", "auto"], ["-w", "w", "ingest", "d", "f"],
+    ["-ww", "sql", "select 1"], ["--workspace=w", "engine", "status"], ["engine", "serve", "--port", "0"],
+    ["repo", "add", "r", "file:///x"], ["hash", "logical", "f"], ["verify", "--integrity", "x"],
+    # errors and help: the whole parser's messages and exit codes
+    ["pull"], ["pull", "--bogus"], ["pull", "x", "stray", "--master"], ["nosuch"], ["--help"], ["pull", "--help"],
+    ["engine"], ["engine", "nosuch"], ["engine", "serve", "--help"], ["--workspace"], [], ["-x", "pull"],
+])
+def test_a_command_is_parsed_by_its_own_parser_as_the_whole_parser_would(argv):
+    """Issue #64: a command builds only its own subcommand's parser (all ~30 took ~20 ms of every command); what it
+    parses, prints and exits with is the whole parser's, errors and help included."""
+    from odf_core import cli
+
+    assert _parsed(cli.parse_args, argv) == _parsed(lambda a: cli.build_parser().parse_args(a), argv)
+
+
+def test_a_command_builds_one_subcommand_parser(monkeypatch):
+    import argparse
+
+    from odf_core import cli
+
+    built: list[str] = []
+    real = argparse._SubParsersAction.add_parser
+    monkeypatch.setattr(argparse._SubParsersAction, "add_parser",
+                        lambda self, name, **kw: built.append(name) or real(self, name, **kw))
+    assert cli.parse_args(["--workspace", "w", "pull", "a"]).cmd == "pull"
+    assert built == ["pull"]
+    built.clear()
+    with pytest.raises(SystemExit):
+        _ = cli.parse_args(["pull", "--bogus"])  # refused by the one command's parser: the whole one reports it
+    assert built[0] == "pull" and len(built) > 25

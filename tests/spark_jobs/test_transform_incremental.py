@@ -1903,6 +1903,52 @@ def test_a_driver_inspects_a_stateless_query_once_and_gates_it_at_every_step(spa
         assert a.equals(b), (a.to_pylist(), b.to_pylist())
     assert reduce_output(warm.result.rows()) == batch_reference(spark, transform, warm.inputs)
 
+def test_a_small_stateless_step_runs_interpreted_and_writes_the_same_bytes(spark, tmp_path):
+    """Issue #64: a row-wise query's step over at most the small step's new rows runs without whole-stage code,
+    adaptive execution or more than one shuffle partition (sizing.size_stateless_step); past it, with the request's
+    own settings. The slices are the same bytes either way, corrections included."""
+    transform = sql("SELECT event_time, k, x * 2 AS x2 FROM a WHERE x > 0")
+    split = [Txn({"a": 3}), Txn({"a": 4}), Txn({"a": 3})]
+    small = _run(spark, tmp_path / "small", transform, [InputSpec("a", DATA, FIXED_A)], split)
+    big = _run(spark, tmp_path / "big", transform, [InputSpec("a", DATA, FIXED_A)], split, small_step_rows=0)
+    assert [r.diagnostics["planClass"] for r in small.result.responses] == ["stateless"] * len(split)
+    assert [r.diagnostics.get("sizing") for r in small.result.responses] == [
+        f"1 shuffle partition(s) for up to {t.rows['a']} new row(s), adaptive execution and code generation off"
+        for t in split]
+    assert [r.diagnostics.get("sizing") for r in big.result.responses] == [None] * len(split)
+    assert any(r["op"] in (OP_CORRECT_FROM, OP_CORRECT_TO, R) for r in small.result.rows())  # not appends only
+    for a, b in zip(small.result.slices, big.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    assert reduce_output(small.result.rows()) == batch_reference(spark, transform, small.inputs)
+
+
+def test_a_small_steps_aggregation_reads_its_union_in_one_task(spark, tmp_path, monkeypatch):
+    """Issue #64: in a small step (one shuffle partition) the union of a GROUP BY's old states and changed rows is
+    read by one task (Step.narrow) and its aggregation has no shuffle; past a small step it shuffles as before. The
+    slices are the same bytes (test_slices_are_the_bytes_of_the_full_path compares the two)."""
+    from spark_jobs.transform.incremental import aggregate
+
+    plans: list[str] = []
+    real = aggregate.update
+
+    def spy(spec, old, rows, narrow=lambda df: df):
+        out = real(spec, old, rows, narrow)
+        plans.append(out._jdf.queryExecution().executedPlan().toString())
+        return out
+
+    monkeypatch.setattr(aggregate, "update", spy)
+    transform, _ = FAMILIES["aggregates"]
+    split = [Txn({"a": 3, "b": 0}), Txn({"a": 2}), Txn({"a": 3})]
+    small = _run(spark, tmp_path / "small", transform, _inputs(FIXED_A, FIXED_B), split)
+    narrowed, plans[:] = list(plans), []
+    parts = _run(spark, tmp_path / "parts", transform, _inputs(FIXED_A, FIXED_B), split, small_step_rows=0)
+    assert len(narrowed) == len(plans) == len(split) - 1  # the incremental steps (the first is a rebuild)
+    assert all("Exchange" not in p and "Coalesce 1" in p for p in narrowed), narrowed
+    assert all("Exchange hashpartitioning" in p for p in plans), plans
+    for a, b in zip(small.result.slices, parts.result.slices, strict=True):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+
+
 @pytest.mark.parametrize("transform,state_rows", [
     (FAMILIES["tumbling"][0], [2, 1, 1, 2]),  # 30-minute windows by k
     # the same groups, each with its one value's count

@@ -8,7 +8,7 @@ from spark_jobs.errors import EngineFailure
 from spark_jobs.transform.incremental.sizing import (ADAPTIVE_CONF, BROADCAST_CONF, BROADCAST_ROWS, CODEGEN_CONF,
                                                     FACTORY_CONF, LOCAL_ROWS,
                                                     ROWS_PER_PARTITION, SMALL_STEP_CONF, SMALL_STEP_ROWS,
-                                                    interpret_small_history, size_step)
+                                                    interpret_small_history, size_stateless_step, size_step)
 
 pytestmark = pytest.mark.spark
 
@@ -104,3 +104,30 @@ def test_a_bad_rows_setting_names_itself(spark, conf, value):
     session.conf.set(conf, value)
     with pytest.raises(EngineFailure, match=rf"{conf}: expected a number of rows \(0 or more\), got '{value}'"):
         size_step(session, [], None)
+
+
+def _new_rows(n: int):
+    from types import SimpleNamespace
+
+    from odf_core.metadata import OffsetInterval
+
+    return [SimpleNamespace(request=SimpleNamespace(offset_interval=OffsetInterval(start=10, end=9 + n)))]
+
+
+def test_a_small_stateless_step_runs_interpreted_in_one_partition(spark):
+    """Up to the small step's new rows: interpreted, adaptive execution off, one shuffle partition; past them the
+    request's settings stay; ``spark.odf.incremental.adaptive=true`` keeps adaptive execution. Only on the request's
+    session."""
+    session = spark.newSession()
+    session.conf.set(SMALL_STEP_CONF, "5")
+    assert size_stateless_step(session, _new_rows(6)) is None
+    assert _codegen(session) == ("true", "FALLBACK") and session.conf.get("spark.sql.adaptive.enabled") == "true"
+    said = size_stateless_step(session, _new_rows(5))
+    assert said == "1 shuffle partition(s) for up to 5 new row(s), adaptive execution and code generation off"
+    assert _codegen(session) == ("false", "NO_CODEGEN") and session.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert session.conf.get("spark.sql.shuffle.partitions") == "1"
+    adaptive = spark.newSession()
+    adaptive.conf.set(ADAPTIVE_CONF, "true")
+    assert size_stateless_step(adaptive, _new_rows(1)) == "up to 1 new row(s), code generation off"
+    assert adaptive.conf.get("spark.sql.adaptive.enabled") == "true" and _codegen(adaptive) == ("false", "NO_CODEGEN")
+    assert _codegen(spark) == ("true", "FALLBACK") and spark.conf.get("spark.sql.adaptive.enabled") == "true"

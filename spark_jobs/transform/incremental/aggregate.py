@@ -399,8 +399,10 @@ OLD = "__odf_old"  # 1 on the rows of the old states in :func:`update`'s union, 
 TOUCHED, RECOMPUTE = "__odf_touched", "__odf_recompute"
 
 
-def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
-    """Old states (keys + state columns) updated by changed rows (arguments + ``__odf_w`` = +1/-1).
+def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame,
+           narrow: Callable[[DataFrame], DataFrame] = lambda df: df) -> DataFrame:
+    """Old states (keys + state columns) updated by changed rows (arguments + ``__odf_w`` = +1/-1); ``narrow``: what
+    the union goes through before its aggregation (:meth:`.step.Step.narrow`).
 
     One aggregation over the union of both, grouped by the keys (NULL keys group together, as GROUP BY groups them):
     no join, and Spark aggregates each side partially before its one shuffle. Every group gets ``__odf_present``
@@ -428,7 +430,7 @@ def update(spec: AggregateSpec, old: DataFrame, rows: DataFrame) -> DataFrame:
                            *[F.lit(None).cast(types[c]).alias(f"o_{c}") for c in state])
     old_rows = old.select(*keys, F.lit(1).alias(OLD), *[kept[c].cast(types[c]).alias(c) for c in parts],
                           *[F.col(c).alias(f"o_{c}") for c in state])
-    both = old_rows.unionByName(new_rows)
+    both = narrow(old_rows.unionByName(new_rows))
     aggs: list[Column] = [F.max(OLD).alias(PRESENT), F.min(OLD).alias("__odf_min_old"),
                           *[fold(F.col(name)).alias(name) for name, (_, fold) in found.items()]]
     aggs += [F.max(f"o_{c}").alias(f"o_{c}") for c in state]  # one old row per group: its values

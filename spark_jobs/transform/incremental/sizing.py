@@ -149,6 +149,25 @@ def interpret_small_history(session: SparkSession, rows: int) -> bool:
     return True
 
 
+def size_stateless_step(session: SparkSession, inputs: Sequence[QueryInput]) -> str | None:
+    """A stateless step over at most the small step's new rows runs as a small incremental step does: interpreted
+    (:data:`INTERPRETED`) and, unless ``spark.odf.incremental.adaptive=true``, without adaptive execution and with one
+    shuffle partition (its plan runs in one partition anyway: :func:`.stateless.pair_corrections`). A one-row
+    projection's write job took ~0.2 s with whole-stage code compiled for it and adaptive planning, most of the
+    step (benchmarks/RESULTS.md ``bench_engine_step``). Returns what it set (None: a bigger step keeps the request's
+    settings)."""
+    rows = new_rows(inputs)
+    if rows > rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS):
+        return None
+    for k, v in INTERPRETED.items():
+        session.conf.set(k, v)
+    if str(session.conf.get(ADAPTIVE_CONF, "false")).lower() == "true":
+        return f"up to {rows} new row(s), code generation off"
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    session.conf.set("spark.sql.shuffle.partitions", "1")
+    return f"1 shuffle partition(s) for up to {rows} new row(s), adaptive execution and code generation off"
+
+
 def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: str | None) -> StepSizing:
     """The step's shuffle partitions for its new rows and state; histories are added as the step reads them."""
     rows = new_rows(inputs) + (num_rows(state_path) if state_path else 0)

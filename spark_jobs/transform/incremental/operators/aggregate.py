@@ -122,7 +122,7 @@ def aggregate_step(step: Step, op: Op, old_tables: Mapping[str, DataFrame], chan
     fine = _finer_than_ms(spec) if paired else None
     if fine is not None:
         stats.append(F.sum(F.when(F.col(aggregate.TOUCHED) & fine, 1).otherwise(0)).alias("fine"))
-    combined, seen = step.keep(aggregate.update(spec, old, rows).withColumn(REVIVE, revive), *stats)
+    combined, seen = step.keep(aggregate.update(spec, old, rows, step.narrow).withColumn(REVIVE, revive), *stats)
     pairs = None
     if paired and not (seen["flagged"] or seen["revived"] or (fine is not None and seen["fine"])):
         pairs = group_pairs(step, op, combined.where(F.col(aggregate.TOUCHED)))
