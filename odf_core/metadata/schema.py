@@ -167,7 +167,7 @@ def union(name: str) -> UnionDef:
 
 
 class Model:
-    """Base of all model dataclasses: frozen, keyword-only, registered by name.
+    """Base of all model dataclasses: frozen (its ``__setattr__``), keyword-only, registered by name.
 
     Equality, hashing and ``repr`` are defined here once, over the fields ``dataclasses`` would compare and show
     (the hash over the compared ones: no model field sets ``hash=``), instead of being generated for every model:
@@ -192,6 +192,18 @@ class Model:
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._odf_shown)
         return f"{self.__class__.__qualname__}({shown})"
+
+    # Frozen here rather than by ``dataclass(frozen=True)``, which compiles a ``__setattr__`` and a ``__delattr__``
+    # for every model (two more ``exec``s each: ~35 ms of a command's imports). The constructor sets each field once;
+    # then every assignment is refused, as a frozen dataclass refuses it.
+    def __setattr__(self, name: str, value: Any) -> None:
+        values = self.__dict__  # fields are plain instance attributes: stored here as object.__setattr__ would
+        if name in values or name not in self.__dataclass_fields__:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        values[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
     def replace(self: _S, **changes: Any) -> _S:
         return dataclasses.replace(self, **changes)
@@ -228,7 +240,7 @@ def model(cls: type[_T]) -> type[_T]:
         raise TypeError(f"@model {cls.__name__}: a model derives from Model (its equality, hash and repr)")
     if cls.__doc__ is None:  # dataclass would write the constructor's signature there (inspect.signature: slow)
         cls.__doc__ = cls.__name__
-    made = dataclass(frozen=True, kw_only=True, eq=False, repr=False)(cls)  # equality, hash, repr: Model's
+    made = dataclass(kw_only=True, eq=False, repr=False)(cls)  # frozen, equality, hash, repr: Model's
     fs = dataclasses.fields(made)
     made._odf_compared = staticmethod(_values_of(tuple(f.name for f in fs if f.compare)))
     made._odf_shown = tuple(f.name for f in fs if f.repr)

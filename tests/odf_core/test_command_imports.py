@@ -28,6 +28,8 @@ NOT_ON_THE_STEP_PATH = {
     "numpy": "only through pyarrow (flatbuffers' numpy helpers go unused: odf_core/metadata/flatbuffers_lib.py)",
     "fsspec": "only stores that are not a local directory",
     "google.protobuf.descriptor_pb2": "only when the gRPC messages are first built",
+    "email.utils": "only HTTP dates (a URL source's Last-Modified)",
+    "importlib.metadata": "only this installation's engine version (a warm engine gives its own)",
 }
 
 

@@ -11,11 +11,12 @@ from odf_core.metadata.schema import TABLES, Model, model
 
 
 def test_model_classes_are_frozen_keyword_only_dataclasses() -> None:
-    """Equality, hash and repr are Model's, over the fields dataclasses would compare, hash and show (none generated
-    per class: each generated method is an exec at import)."""
+    """Equality, hash, repr and the refusal of changes are Model's, over the fields dataclasses would compare, hash
+    and show (none generated per class: each generated method is an exec at import)."""
     for cls in TABLES.values():
         params = vars(cls)["__dataclass_params__"]
-        assert dataclasses.is_dataclass(cls) and params.frozen, cls
+        assert dataclasses.is_dataclass(cls) and not params.frozen, cls  # frozen by Model, not by dataclass
+        assert (cls.__setattr__, cls.__delattr__) == (Model.__setattr__, Model.__delattr__), cls
         assert all(f.kw_only for f in dataclasses.fields(cls)), cls
         assert (cls.__eq__, cls.__hash__, cls.__repr__) == (Model.__eq__, Model.__hash__, Model.__repr__), cls
         fs = dataclasses.fields(cls)
@@ -56,9 +57,26 @@ def test_equality_hash_and_repr_are_what_dataclasses_would_generate() -> None:
 def test_model_instances_compare_by_value_hash_and_refuse_changes() -> None:
     a, b = AddData(prev_offset=3), AddData(prev_offset=3)
     assert a == b and hash(a) == hash(b) and a != AddData(prev_offset=4)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'prev_offset'"):
         a.prev_offset = 5  # type: ignore[misc]  # the point of the test: a frozen field refuses assignment
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'other'"):
+        a.other = 1  # type: ignore[attr-defined]  # nor can anything else be set, as on a frozen dataclass
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'prev_offset'"):
+        del a.prev_offset  # type: ignore[misc]
+    assert a.prev_offset == 3 and vars(a) == vars(b)
     assert a.replace(prev_offset=5) == AddData(prev_offset=5)
+
+
+def test_model_instances_copy_and_pickle_as_frozen_dataclasses_do() -> None:
+    import copy
+    import pickle
+
+    from odf_core.metadata.fragments import OffsetInterval
+
+    a = AddData(prev_offset=3)
+    i = OffsetInterval(start=1, end=2)
+    for x in (a, i):
+        assert copy.copy(x) == x and copy.deepcopy(x) == x and pickle.loads(pickle.dumps(x)) == x
 
 
 def test_model_constructor_is_keyword_only_and_required_fields_are_required() -> None:
