@@ -646,8 +646,8 @@ def command_word(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The CLI's parser; with ``command`` only that command's parser is built (building all ~30 took ~20 ms, a tenth
-    of a warm step's client) and it raises :class:`_Refused` instead of printing an error."""
+    """The CLI's parser; with ``command`` only that command's parser is built (building all ~30 took 8-20 ms of
+    every command) and it raises :class:`_Refused` instead of printing an error."""
     cls = argparse.ArgumentParser if command is None else _OneCommandParser
     p = cls(prog="odf", description="Open Data Fabric datasets on Spark and Airflow")
     p.add_argument("--workspace", "-w", metavar="DIR",

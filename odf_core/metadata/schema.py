@@ -194,7 +194,7 @@ class Model:
         return f"{self.__class__.__qualname__}({shown})"
 
     # Frozen here rather than by ``dataclass(frozen=True)``, which compiles a ``__setattr__`` and a ``__delattr__``
-    # for every model (two more ``exec``s each: ~35 ms of a command's imports). The constructor sets each field once;
+    # for every model (two more ``exec``s each: ~22 ms of a command's imports). The constructor sets each field once;
     # then every assignment is refused, as a frozen dataclass refuses it.
     def __setattr__(self, name: str, value: Any) -> None:
         values = self.__dict__  # fields are plain instance attributes: stored here as object.__setattr__ would
