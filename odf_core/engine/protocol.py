@@ -42,6 +42,7 @@ class SliceDescription(Model):
     data_slice: DataSlice = req(W.TABLE, "DataSlice")
     schema: bytes = req(W.BYTES)
 
+
 # -- ingest ---------------------------------------------------------------------------------------------------------
 
 

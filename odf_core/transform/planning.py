@@ -32,7 +32,6 @@ from odf_core.workspace import DatasetHandle, Workspace
 from odf_core.transform.errors import InvalidQuery, TransformError
 
 
-
 @dataclass(frozen=True)
 class PlannedInput:
     handle: DatasetHandle

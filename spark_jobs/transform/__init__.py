@@ -140,16 +140,17 @@ def _execute(session: SparkSession, request: TransformRequest, inputs: list[Quer
     key = plan_cache.plan_key(session, request.transform, schemas, [i.alias for i in inputs],
                               [i.vocab for i in inputs], request.vocab)
     known = plan_cache.get(key)  # a query this driver planned before: (PlanInfo, Planned or None if stateless)
-    if known is None:
+    out: Any = None  # the stateful path reads its inputs itself
+    if known is None or known[0].plan_class == STATELESS:
         views = {inp.alias: slice_rows(session, inp, schema) for inp, schema in zip(inputs, schemas)}
+    if known is None:
         out, info = prepare(session, request.transform, views, request.vocab)
         if info.plan_class == STATELESS:
             plan_cache.put(key, (info, None))
     elif known[0].plan_class == STATELESS:  # the query over these slices, through the gate: not its inspection
-        views = {inp.alias: slice_rows(session, inp, schema) for inp, schema in zip(inputs, schemas)}
         out, info = query_over(session, request.transform, views), known[0]
     else:
-        out, info = None, known[0]  # the stateful path reads its inputs itself
+        info = known[0]
     timings["plan"] = time.monotonic() - t0
     diag["plan_class"] = info.plan_class
     diag["reason"] = info.reason

@@ -350,10 +350,11 @@ def run_merge(spark: SparkSession, inp: MergeInput, phase: MergePhase, vocab: Da
     stats: SliceStats = strategy(ctx, inp)
     start = ctx.offset_start
     described = None
-    if stats.num_records and os.path.exists(local_path(phase.output_path)):
+    output = local_path(phase.output_path)
+    if stats.num_records and os.path.exists(output):
         from odf_core.engine.slice_description import describe
 
-        described = describe(local_path(phase.output_path), vocab.offset_column, start)
+        described = describe(output, vocab.offset_column, start)
     return MergeOutcome(
         num_records=stats.num_records,
         offset_interval=_interval(start, stats.num_records),
