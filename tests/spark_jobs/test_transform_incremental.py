@@ -345,11 +345,14 @@ FIXED_B = [Event(OP_APPEND, minutes(5), ("p", 1)), Event(OP_APPEND, minutes(6), 
 
 
 def _run(spark, root, transform, inputs, split, incremental: bool = True, adaptive: bool = False,
-         small_step_rows: int | None = None, before_step: Callable[[], None] | None = None) -> MiniCoordinator:
+         small_step_rows: int | None = None, before_step: Callable[[], None] | None = None,
+         interpreted_rows: int | None = None) -> MiniCoordinator:
     spark.conf.set("spark.odf.incremental.enabled", str(incremental).lower())
     spark.conf.set("spark.odf.incremental.adaptive", str(adaptive).lower())
     if small_step_rows is not None:
         spark.conf.set("spark.odf.incremental.smallStepRows", str(small_step_rows))
+    if interpreted_rows is not None:
+        spark.conf.set("spark.odf.incremental.interpretedRows", str(interpreted_rows))
     try:
         coord = MiniCoordinator(spark, root, transform, inputs, watermarks=True)
         for t in split:
@@ -361,6 +364,7 @@ def _run(spark, root, transform, inputs, split, incremental: bool = True, adapti
         spark.conf.unset("spark.odf.incremental.enabled")
         spark.conf.unset("spark.odf.incremental.adaptive")
         spark.conf.unset("spark.odf.incremental.smallStepRows")
+        spark.conf.unset("spark.odf.incremental.interpretedRows")
 
 
 def _run_both(spark, root, transform, history: list[Event], split: list[Txn],
@@ -429,8 +433,8 @@ def _check_family(spark, tmp_path_factory, name: str, data, generated: PathLog) 
 
 def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
     """Same requests with the incremental path switched off, with Spark's adaptive execution planning the
-    incremental steps' shuffles instead of the step itself, and with these small steps shuffling in several
-    partitions instead of one: the same output tables, row for row."""
+    incremental steps' shuffles instead of the step itself, with these small steps shuffling in several
+    partitions instead of one, and with them compiled in one partition: the same output tables, row for row."""
     transform, _ = FAMILIES["aggregates"]
     split = [Txn({"a": 3, "b": 0}), Txn({"a": 2}), Txn({"a": 3}), Txn({"a": 1})]
     inc = _run(spark, tmp_path / "inc", transform, _inputs(FIXED_A, FIXED_B), split)
@@ -447,6 +451,13 @@ def test_slices_are_the_bytes_of_the_full_path(spark, tmp_path):
     assert all(k and int(k[1]) == int(k[2]) > 0 for k in kept), [r.diagnostics["sizing"] for r in inc.result.responses]
     assert all(r.diagnostics["sizing"].endswith(" 0 as local relations") for r in parts.result.responses[1:])
     for a, b in zip(inc.result.slices, parts.result.slices):
+        assert a.equals(b), (a.to_pylist(), b.to_pylist())
+    # small steps past the interpreted rows: one partition, local relations, compiled
+    compiled = _run(spark, tmp_path / "compiled", transform, _inputs(FIXED_A, FIXED_B), split, interpreted_rows=0)
+    said = [r.diagnostics["sizing"] for r in compiled.result.responses[1:]]
+    assert all(s.startswith("1 shuffle partition(s)") and "adaptive execution off;" in s
+               and not s.endswith(" 0 as local relations") for s in said), said
+    for a, b in zip(inc.result.slices, compiled.result.slices):
         assert a.equals(b), (a.to_pylist(), b.to_pylist())
     adaptive = _run(spark, tmp_path / "adaptive", transform, _inputs(FIXED_A, FIXED_B), split, adaptive=True)
     full = _run(spark, tmp_path / "full", transform, _inputs(FIXED_A, FIXED_B), split, incremental=False)

@@ -6,7 +6,7 @@ import pytest
 
 from spark_jobs.errors import EngineFailure
 from spark_jobs.transform.incremental.sizing import (ADAPTIVE_CONF, BROADCAST_CONF, BROADCAST_ROWS, CODEGEN_CONF,
-                                                    FACTORY_CONF, LOCAL_ROWS,
+                                                    FACTORY_CONF, INTERPRETED_CONF, INTERPRETED_ROWS, LOCAL_ROWS,
                                                     ROWS_PER_PARTITION, SMALL_STEP_CONF, SMALL_STEP_ROWS,
                                                     interpret_small_history, size_stateless_step, size_step)
 
@@ -36,9 +36,9 @@ def _codegen(session) -> tuple[str, str]:
 
 @pytest.mark.parametrize("own", [None, ("true", "FALLBACK"), ("false", "CODEGEN_ONLY")])
 def test_a_small_step_runs_without_code_generation(spark, own):
-    """Up to the small step's rows its queries run interpreted (no whole-stage code, Spark's interpreted projections);
-    past them (a history read) with the request's own settings again, whatever they were; the caller's session keeps
-    its own."""
+    """Up to :data:`INTERPRETED_ROWS` a small step's queries run interpreted (no whole-stage code, Spark's interpreted
+    projections); past them (a history read) with the request's own settings again, whatever they were, still in one
+    partition and with local leaves up to the small step's rows; the caller's session keeps its own."""
     session = spark.newSession()
     if own is not None:
         session.conf.set(CODEGEN_CONF, own[0])
@@ -47,17 +47,38 @@ def test_a_small_step_runs_without_code_generation(spark, own):
     assert sizing.interpreted and _codegen(session) == ("false", "NO_CODEGEN")
     assert sizing.describe() == "1 shuffle partition(s) for up to 0 row(s), adaptive execution and code generation off"
     assert sizing.local_leaves
-    sizing.cover(SMALL_STEP_ROWS)  # still small
+    sizing.cover(INTERPRETED_ROWS)  # still interpreted
     assert _codegen(session) == ("false", "NO_CODEGEN") and sizing.local_leaves
-    sizing.cover(1)
+    sizing.cover(1)  # compiled, still one partition with local leaves
     assert not sizing.interpreted and _codegen(session) == (own or ("true", "FALLBACK"))
+    assert sizing.local_leaves and sizing.partitions == 1
+    said = sizing.describe()
+    assert said == f"1 shuffle partition(s) for up to {INTERPRETED_ROWS + 1} row(s), adaptive execution off"
+    sizing.cover(SMALL_STEP_ROWS - INTERPRETED_ROWS)  # past the small step
     assert not sizing.local_leaves and LOCAL_ROWS < SMALL_STEP_ROWS  # frames past LOCAL_ROWS stay checkpoints anyway
+    assert _codegen(session) == (own or ("true", "FALLBACK"))
     assert sizing.describe().endswith(f"{SMALL_STEP_ROWS + 1} row(s), adaptive execution off")
     assert _codegen(spark) == ("true", "FALLBACK")
     adaptive = spark.newSession()
     adaptive.conf.set(ADAPTIVE_CONF, "true")  # adaptive execution plans the step: Spark's own settings stay
     assert not size_step(adaptive, [], None).local_leaves
     assert _codegen(adaptive) == ("true", "FALLBACK")
+
+
+def test_interpreted_rows_are_a_setting_bounded_by_the_small_step(spark):
+    """``interpretedRows`` moves the limit of interpretation; it never reaches past ``smallStepRows`` (0 there: no
+    small step, nothing interpreted)."""
+    session = spark.newSession()
+    session.conf.set(INTERPRETED_CONF, "10")
+    sizing = size_step(session, [], None)
+    sizing.cover(10)
+    assert sizing.interpreted
+    sizing.cover(1)
+    assert not sizing.interpreted and sizing.partitions == 1
+    session.conf.set(SMALL_STEP_CONF, "0")
+    sizing = size_step(session, [], None)
+    sizing.cover(1)
+    assert not sizing.interpreted and not sizing.local_leaves and not interpret_small_history(session, 1)
 
 
 def test_adaptive_execution_can_be_kept(spark):
@@ -72,8 +93,8 @@ def test_adaptive_execution_can_be_kept(spark):
 
 def test_a_full_step_over_a_small_history_runs_interpreted(spark):
     session = spark.newSession()
-    assert not interpret_small_history(session, SMALL_STEP_ROWS + 1) and _codegen(session) == ("true", "FALLBACK")
-    assert interpret_small_history(session, SMALL_STEP_ROWS) and _codegen(session) == ("false", "NO_CODEGEN")
+    assert not interpret_small_history(session, INTERPRETED_ROWS + 1) and _codegen(session) == ("true", "FALLBACK")
+    assert interpret_small_history(session, INTERPRETED_ROWS) and _codegen(session) == ("false", "NO_CODEGEN")
     assert _codegen(spark) == ("true", "FALLBACK")
 
 
@@ -97,7 +118,7 @@ def test_a_frame_of_the_change_is_broadcast_while_the_step_sees_few_rows_or_it_i
     assert sizing.broadcastable() is None
 
 
-@pytest.mark.parametrize("conf", [SMALL_STEP_CONF, BROADCAST_CONF])
+@pytest.mark.parametrize("conf", [SMALL_STEP_CONF, BROADCAST_CONF, INTERPRETED_CONF])
 @pytest.mark.parametrize("value", ["many", "-1"])
 def test_a_bad_rows_setting_names_itself(spark, conf, value):
     session = spark.newSession()
@@ -115,9 +136,9 @@ def _new_rows(n: int):
 
 
 def test_a_small_stateless_step_runs_interpreted_in_one_partition(spark):
-    """Up to the small step's new rows: interpreted, adaptive execution off, one shuffle partition; past them the
-    request's settings stay; ``spark.odf.incremental.adaptive=true`` keeps adaptive execution. Only on the request's
-    session."""
+    """Up to the small step's new rows: adaptive execution off, one shuffle partition, and up to the interpreted rows
+    interpreted; past them the request's settings stay; ``spark.odf.incremental.adaptive=true`` keeps adaptive
+    execution. Only on the request's session."""
     session = spark.newSession()
     session.conf.set(SMALL_STEP_CONF, "5")
     assert size_stateless_step(session, _new_rows(6)) is None
@@ -131,3 +152,9 @@ def test_a_small_stateless_step_runs_interpreted_in_one_partition(spark):
     assert size_stateless_step(adaptive, _new_rows(1)) == "up to 1 new row(s), code generation off"
     assert adaptive.conf.get("spark.sql.adaptive.enabled") == "true" and _codegen(adaptive) == ("false", "NO_CODEGEN")
     assert _codegen(spark) == ("true", "FALLBACK") and spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    compiled = spark.newSession()
+    compiled.conf.set(SMALL_STEP_CONF, "10")
+    compiled.conf.set(INTERPRETED_CONF, "5")
+    said = size_stateless_step(compiled, _new_rows(6))  # small, but past the interpreted rows: compiled
+    assert said == "1 shuffle partition(s) for up to 6 new row(s), adaptive execution off"
+    assert _codegen(compiled) == ("true", "FALLBACK") and compiled.conf.get("spark.sql.shuffle.partitions") == "1"

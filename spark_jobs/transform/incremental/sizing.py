@@ -7,9 +7,12 @@ beforehand how many rows its shuffles can see at most (new rows, the state's row
 the inputs' history, the rows of the history slices it reads, all from footers), so it plans its shuffles itself:
 adaptive execution off and one shuffle partition per :data:`ROWS_PER_PARTITION` rows, at least one per core, except
 that a step of at most :data:`SMALL_STEP_ROWS` rows runs its shuffles in one partition (two tasks per stage for a
-few thousand rows cost more than they share: ~0.1 s of a 10k-group GROUP BY step's ~0.4 s of Spark jobs) and without
-code generation (:data:`INTERPRETED`): a step is dozens of new plans, and generating Java for each of them costs
-more than running its operators and expressions interpreted over a small step's rows. Whole-stage code generation
+few thousand rows cost more than they share: ~0.1 s of a 10k-group GROUP BY step's ~0.4 s of Spark jobs) and, up to
+:data:`INTERPRETED_ROWS` rows, without code generation (:data:`INTERPRETED`): a step is dozens of new plans, and
+generating Java for each of them costs more than running its operators and expressions interpreted over a few
+thousand rows. Past that, interpreting costs more than it saves (~8 µs a row: a 50k-group GROUP BY step with 10k
+new rows took 1.94 s interpreted and 1.14 s compiled, both in one partition; the two cost the same at ~2-4k rows,
+benchmarks/RESULTS.md ``bench_big_group_by``). Whole-stage code generation
 off took 0.91x the CPU of tiny steps; the projections, predicates and orderings Spark still generated one by one then
 were a fifth of the JVM's samples (most of it formatting and caching their source), and Spark's interpreted
 versions of them (``spark.sql.codegen.factoryMode=NO_CODEGEN``, the setting Spark's own tests use to run every
@@ -49,6 +52,9 @@ SMALL_STEP_CONF = "spark.odf.incremental.smallStepRows"
 #: Frames of a step's change up to this many rows are broadcast to the joins that look them up.
 BROADCAST_ROWS = 1_000_000
 BROADCAST_CONF = "spark.odf.incremental.broadcastRows"
+#: Up to this many rows a small step also runs without code generation (``spark.odf.incremental.interpretedRows``).
+INTERPRETED_ROWS = 4_000
+INTERPRETED_CONF = "spark.odf.incremental.interpretedRows"
 #: A small step's kept frames of at most this many rows are held as local relations (:meth:`.step.Step.keep`).
 LOCAL_ROWS = 10_000
 #: Spark's switch of whole-stage code generation: off while a step is small, the request's own value past that.
@@ -89,17 +95,19 @@ class StepSizing:
     small: int = SMALL_STEP_ROWS
     broadcast: int = BROADCAST_ROWS
     own: Mapping[str, str] = field(default_factory=lambda: dict(COMPILED))  # the request's code generation settings
+    interpret: int = INTERPRETED_ROWS
 
     @property
     def interpreted(self) -> bool:
-        """Whether the step's queries run without code generation (a small step's: :data:`INTERPRETED`)."""
-        return self.partitions is not None and self.rows <= self.small
+        """Whether the step's queries run without code generation (:data:`INTERPRETED`): a small step's of at most
+        :attr:`interpret` rows."""
+        return self.local_leaves and self.rows <= self.interpret
 
     @property
     def local_leaves(self) -> bool:
-        """Whether the step's kept frames of at most :data:`LOCAL_ROWS` rows become local relations: a small step's,
-        as :attr:`interpreted` (as planned so far: a history read later raises the rows)."""
-        return self.interpreted
+        """Whether the step's kept frames of at most :data:`LOCAL_ROWS` rows become local relations: a small step's
+        (one partition; as planned so far: a history read later raises the rows)."""
+        return self.partitions is not None and self.rows <= self.small
 
     def describe(self) -> str:
         if self.partitions is None:
@@ -139,10 +147,16 @@ def new_rows(inputs: Sequence[QueryInput]) -> int:
     return sum(iv.end - iv.start + 1 for iv in (i.request.offset_interval for i in inputs) if iv is not None)
 
 
+def interpreted_rows(session: SparkSession) -> int:
+    """Up to how many rows a step runs interpreted: ``interpretedRows``, and never past ``smallStepRows``."""
+    return min(rows_setting(session, INTERPRETED_CONF, INTERPRETED_ROWS),
+               rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS))
+
+
 def interpret_small_history(session: SparkSession, rows: int) -> bool:
-    """A full step (a rebuild, the full path) over a history of at most the small step's ``rows`` runs without
+    """A full step (a rebuild, the full path) over a history of at most :func:`interpreted_rows` rows runs without
     code generation too (it keeps adaptive execution); whether it does."""
-    if rows > rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS):
+    if rows > interpreted_rows(session):
         return False
     for k, v in INTERPRETED.items():
         session.conf.set(k, v)
@@ -150,22 +164,25 @@ def interpret_small_history(session: SparkSession, rows: int) -> bool:
 
 
 def size_stateless_step(session: SparkSession, inputs: Sequence[QueryInput]) -> str | None:
-    """A stateless step over at most the small step's new rows runs as a small incremental step does: interpreted
-    (:data:`INTERPRETED`) and, unless ``spark.odf.incremental.adaptive=true``, without adaptive execution and with one
-    shuffle partition (its plan runs in one partition anyway: :func:`.stateless.pair_corrections`). A one-row
-    projection's step compiled whole-stage code for its one write job and planned it adaptively: 0.81x its time
-    without (benchmarks/RESULTS.md ``bench_engine_step``). Returns what it set (None: a bigger step keeps the
-    request's settings)."""
+    """A stateless step over at most the small step's new rows runs as a small incremental step does: unless
+    ``spark.odf.incremental.adaptive=true``, without adaptive execution and with one shuffle partition (its plan runs
+    in one partition anyway: :func:`.stateless.pair_corrections`), and up to :func:`interpreted_rows` rows interpreted
+    (:data:`INTERPRETED`). A one-row projection's step compiled whole-stage code for its one write job and planned it
+    adaptively: 0.81x its time without (benchmarks/RESULTS.md ``bench_engine_step``). Returns what it set (None: a
+    bigger step keeps the request's settings)."""
     rows = new_rows(inputs)
     if rows > rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS):
         return None
-    for k, v in INTERPRETED.items():
-        session.conf.set(k, v)
+    interpreted = rows <= interpreted_rows(session)
+    if interpreted:
+        for k, v in INTERPRETED.items():
+            session.conf.set(k, v)
     if str(session.conf.get(ADAPTIVE_CONF, "false")).lower() == "true":
-        return f"up to {rows} new row(s), code generation off"
+        return f"up to {rows} new row(s), code generation off" if interpreted else None
     session.conf.set("spark.sql.adaptive.enabled", "false")
     session.conf.set("spark.sql.shuffle.partitions", "1")
-    return f"1 shuffle partition(s) for up to {rows} new row(s), adaptive execution and code generation off"
+    off = "adaptive execution and code generation off" if interpreted else "adaptive execution off"
+    return f"1 shuffle partition(s) for up to {rows} new row(s), {off}"
 
 
 def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: str | None) -> StepSizing:
@@ -177,6 +194,6 @@ def size_step(session: SparkSession, inputs: Sequence[QueryInput], state_path: s
     cores = max(1, session.sparkContext.defaultParallelism)
     small = rows_setting(session, SMALL_STEP_CONF, SMALL_STEP_ROWS)
     sizing = StepSizing(session, rows, partitions_for(rows, cores, small), cores, small, broadcast,
-                        {k: str(session.conf.get(k, v)) for k, v in COMPILED.items()})
+                        {k: str(session.conf.get(k, v)) for k, v in COMPILED.items()}, interpreted_rows(session))
     sizing.apply()
     return sizing
