@@ -20,7 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import fmt_seconds, machine_info, median, render_table, update_results_file
-from odf_core.ingest import FetchedFile, FetchError, FetchOptions, PrepareError, fetch, prepare
+from odf_core.ingest import FetchedFile, FetchError, FetchOptions, PrepareError
+from odf_core.ingest.fetch import fetch
+from odf_core.ingest.prepare import prepare
 from odf_core.metadata import FetchStepUrl, PrepStepPipe, Timestamp
 from tests.odf_core.ingest.http_server import LocalHttpServer, Resource
 

@@ -228,7 +228,7 @@ def _engine(args):
     first use), else Spark in this process."""
     import os
 
-    from odf_core.engine import ENGINE_URL_ENV, LocalEngine, remote_engine
+    from odf_core.engine import ENGINE_URL_ENV, remote_engine
     from odf_core.engine.autostart import auto_engine, is_auto
 
     url = getattr(args, "engine", None) or os.environ.get(ENGINE_URL_ENV)
@@ -246,6 +246,8 @@ def _engine(args):
         if not sep or not key.strip():
             raise OdfError(f"--conf {kv!r}: expected KEY=VALUE")
         conf[key.strip()] = value
+    from odf_core.engine.local import LocalEngine
+
     return LocalEngine(master=getattr(args, "master", None) or "local[*]", conf=conf)
 
 
@@ -290,7 +292,6 @@ def _duplicates_option(s: argparse.ArgumentParser) -> None:
 
 @command("pull")
 def cmd_pull(args) -> int:
-    from odf_core.ingest.transaction import pull
     from odf_core.progress import progress
     from odf_core.repository.cli_support import pull_remotes
 
@@ -299,7 +300,6 @@ def cmd_pull(args) -> int:
     if not names:
         return 0
     engine = _engine(args)
-    options = _fetch_options(args)
     if args.recursive:
         from odf_core.transform import upstream_order
 
@@ -327,8 +327,10 @@ def cmd_pull(args) -> int:
             else:
                 print(f"{name}: up to date")
             continue
+        from odf_core.ingest.transaction import pull  # a root's polling source: derivatives need no ingest code
+
         with progress(f"{name}: fetch", unit="files") as p:
-            results = pull(ws, name, engine, once=args.once, options=options, progress=p,
+            results = pull(ws, name, engine, once=args.once, options=_fetch_options(args), progress=p,
                            ingest_options=_ingest_options(args))
         for r in results:
             if r.block_hash:

@@ -21,7 +21,7 @@ Why it is safe while writers run:
 * **Nothing is removed from a dataset whose chain cannot be read** (a corrupted or missing block, no head): that is
   a problem to report, not garbage.
 
-Staging: a transaction's directory (local, see ``odf_core.ingest.transaction.staging_root``) goes when nothing in it
+Staging: a transaction's directory (local, see ``odf_core.ingest.staging.staging_root``) goes when nothing in it
 changed for ``min_age`` seconds — committed ones keep only a few manifests for retried Airflow tasks, abandoned ones
 (a killed process, a DAG run that gave up) whatever they staged. A task retried after that plans anew. Private keys
 (``keys/``) and lock files are never touched.

@@ -48,7 +48,8 @@ class OdfRepositorySyncOperator(OdfBaseOperator):
     def execute(self, context: "Context") -> dict[str, Any]:
         from odf_core.errors import OdfError
         from odf_core.repository import pull_remote, push
-        from odf_core.repository.sync import describe, tracked_remote
+        from odf_core.repository.registry import tracked_remote
+        from odf_core.repository.sync import describe
 
         ws = self.workspace()
         options = self.hook.s3_options()

@@ -15,11 +15,15 @@ from odf_core.engine.base import (  # noqa: F401
     log_dir,
     write_error_log,
 )
-from odf_core.engine.local import LocalEngine  # noqa: F401
-from odf_core.engine.submit import SubmitEngine  # noqa: F401
+from odf_core.lazy_exports import lazy_exports
+
+# each engine kind on first use (odf_core.lazy_exports): a client of a long-lived engine loads neither of these
+__getattr__ = lazy_exports(globals(), {"LocalEngine": "local", "SubmitEngine": "submit"})
 
 if TYPE_CHECKING:
+    from odf_core.engine.local import LocalEngine  # noqa: F401
     from odf_core.engine.remote import RemoteEngine
+    from odf_core.engine.submit import SubmitEngine  # noqa: F401
 
 
 def spark_version() -> str:

@@ -14,9 +14,12 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from odf_core.storage.faults import write_fault
+
+if TYPE_CHECKING:
+    from odf_core.workspace import Workspace
 
 CHUNK = 1 << 20  # 1 MiB: large enough for throughput, small enough to keep memory flat
 _PROGRESS_BYTES = 64 << 20
@@ -24,6 +27,17 @@ _PROGRESS_SECONDS = 10.0
 
 _log = logging.getLogger("odf.ingest")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+
+
+def staging_root(ws: "Workspace") -> str:
+    """Local staging area: inside a local workspace, else ``$ODF_STAGING_DIR`` or the user's cache directory."""
+    env = os.environ.get("ODF_STAGING_DIR")
+    if env:
+        return env
+    local = ws.store.local_path("staging")
+    if local:
+        return local
+    return os.path.join(os.path.expanduser("~"), ".cache", "odf", "staging")
 
 
 def staging_name(txn_id: str) -> str:

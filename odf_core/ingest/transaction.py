@@ -23,7 +23,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odf_core.chain import ChainState
@@ -52,7 +51,7 @@ from odf_core.ingest.manifest import FetchedFile, FetchResult, read_fetch_manife
 from odf_core.ingest.prepare import prepare as prepare_files
 from odf_core.ingest.push_keys import CommittedPush, check_key, default_not_before, find_push
 from odf_core.ingest.source_state import push_key_state
-from odf_core.ingest.staging import atomic_write_text, staging_name
+from odf_core.ingest.staging import atomic_write_text, staging_name, staging_root
 from odf_core.metadata import AddData, DatasetKind, Timestamp
 from odf_core.metadata.yaml_serde import from_data, to_data
 from odf_core.workspace import DatasetHandle, Workspace
@@ -68,17 +67,6 @@ TXN_FILE, READ_FILE, MERGE_FILE, COMMIT_FILE = "transaction.json", "read.json", 
 
 class InvalidInput(IngestError):
     """The source's data does not fit the dataset's read step, schema or merge strategy."""
-
-
-def staging_root(ws: Workspace) -> str:
-    """Local staging area: inside a local workspace, else ``$ODF_STAGING_DIR`` or the user's cache directory."""
-    env = os.environ.get("ODF_STAGING_DIR")
-    if env:
-        return env
-    local = ws.store.local_path("staging")
-    if local:
-        return local
-    return str(Path.home() / ".cache" / "odf" / "staging")
 
 
 @dataclass(frozen=True)

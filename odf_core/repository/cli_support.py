@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 from odf_core.errors import OdfError
-from odf_core.repository.registry import RepoRegistry
+from odf_core.repository.registry import RepoRegistry, tracked_remote
 from odf_core.repository.remote import is_remote_ref
-from odf_core.repository.sync import describe, pull_remote, push, tracked_remote
 from odf_core.workspace import Workspace
 
 
@@ -20,12 +19,16 @@ def pull_remotes(ws: Workspace, targets: list[str], *, as_name: str | None, forc
         if url is None:
             rest.append(t)
             continue
+        from odf_core.repository.sync import describe, pull_remote  # a replica's pull: most pulls have none
+
         name, result = pull_remote(ws, url, as_name or (None if t in remote else t), force=force)
         print(f"{name}: {describe(result)}")
     return rest
 
 
 def push_datasets(ws: Workspace, datasets: list[str], *, to: str | None, force: bool) -> int:
+    from odf_core.repository.sync import describe, push
+
     if to is not None and len(datasets) > 1 and "://" in to:
         raise OdfError("--to URL names one dataset's location: push one dataset, or use --to REPO/NAME per dataset")
     for name in datasets:

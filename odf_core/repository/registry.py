@@ -2,9 +2,14 @@
 (``info/remote`` in the dataset: it moves with the dataset on rename and goes with it on delete)."""
 from __future__ import annotations
 
-from odf_core.errors import OdfError
+from typing import TYPE_CHECKING
+
+from odf_core.errors import DatasetNotFound, OdfError
 from odf_core.repository.remote import check_repo_name, check_url
 from odf_core.storage import DatasetLayout, ObjectNotFound, ObjectStore
+
+if TYPE_CHECKING:
+    from odf_core.workspace import Workspace
 
 REPOS_KEY = "repos.yaml"
 REMOTE_KEY = DatasetLayout.info_key("remote")
@@ -63,3 +68,18 @@ def remote_of(store: ObjectStore) -> str | None:
 
 def remember_remote(store: ObjectStore, url: str) -> None:
     store.put(REMOTE_KEY, url.encode())
+
+
+def tracked_remote(ws: Workspace, dataset: str) -> str | None:
+    """The remote a replica syncs from: set, and the dataset has no polling source or transform of its own."""
+    try:
+        handle = ws.get(dataset)
+    except (DatasetNotFound, OdfError):
+        return None
+    url = remote_of(handle.store)
+    if url is None:
+        return None
+    state = handle.state()
+    if state.polling_source is not None or state.transform is not None:
+        return None
+    return url

@@ -63,21 +63,6 @@ def pull_remote(ws: Workspace, source: str, as_name: str | None = None, *, force
     return str(name), result
 
 
-def tracked_remote(ws: Workspace, dataset: str) -> str | None:
-    """The remote a replica syncs from: set, and the dataset has no polling source or transform of its own."""
-    try:
-        handle = ws.get(dataset)
-    except (DatasetNotFound, OdfError):
-        return None
-    url = remote_of(handle.store)
-    if url is None:
-        return None
-    state = handle.state()
-    if state.polling_source is not None or state.transform is not None:
-        return None
-    return url
-
-
 def describe(result: SyncResult) -> str:
     """One line for the console."""
     if result.up_to_date:

@@ -24,8 +24,7 @@ from odf_core.engine.responses import unwrap
 from odf_core.engine.version import running_engine_version
 from odf_core.errors import OdfError, RefConflict, os_errors
 from odf_core.identity import Multihash
-from odf_core.ingest.staging import atomic_write_text, part_file, staging_name
-from odf_core.ingest.transaction import staging_root
+from odf_core.ingest.staging import atomic_write_text, part_file, staging_name, staging_root
 from odf_core.metadata import (
     ExecuteTransform,
     ExecuteTransformInput,

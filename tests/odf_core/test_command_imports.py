@@ -48,11 +48,52 @@ def test_a_tiny_steps_imports_leave_out_what_only_other_commands_need():
     assert {"odf_core.metadata.flatbuffers_serde", "odf_core.engine.protocol"} <= loaded  # the step's own work
 
 
+# what cmd_pull of a derivative imports up to the engine's answer (the remote engine's client included)
+DERIVATIVE_PULL_MODULES = ("odf_core.cli", "odf_core.progress", "odf_core.engine.remote", "odf_core.engine.autostart",
+                           "odf_core.transform", "odf_core.repository.cli_support", "odf_core.commit")
+NOT_ON_A_DERIVATIVES_PULL = {
+    "odf_core.ingest.fetch": "only a root's polling source",
+    "odf_core.ingest.prepare": "only a root's polling source",
+    "odf_core.ingest.transaction": "only ingesting into a root",
+    "odf_core.repository.sync": "only a replica's pull or a push",
+    "odf_core.repository.transfer": "only a replica's pull or a push",
+    "odf_core.engine.local": "only Spark in this process",
+    "odf_core.engine.submit": "only spark-submit per request",
+}
+
+
+def test_a_derivatives_pull_leaves_out_ingest_transfers_and_other_engines():
+    """Package ``__init__`` files load what they re-export on first use (odf_core.lazy_exports): importing
+    ``odf_core.ingest.staging`` or ``odf_core.repository.registry`` no longer loads the whole package."""
+    loaded = loaded_by(DERIVATIVE_PULL_MODULES)
+    wrongly = {m: why for m, why in NOT_ON_A_DERIVATIVES_PULL.items() if m in loaded}
+    assert not wrongly, f"imported on every pull of a derivative although needed {wrongly}"
+    assert {"odf_core.transform.transaction", "odf_core.ingest.staging", "odf_core.repository.registry"} <= loaded
+
+
+def test_lazily_exported_names_load_on_first_use():
+    code = ("import sys; import odf_core.ingest as i, odf_core.repository as r, odf_core.engine as e; "
+            "assert 'odf_core.ingest.fetch' not in sys.modules and 'odf_core.engine.local' not in sys.modules; "
+            "print(i.FetchOptions.__module__, i.IngestError.__name__, r.pull_remote.__module__, r.Diverged.__module__, "
+            "e.LocalEngine.__module__, e.SubmitEngine.__module__); "
+            "from odf_core.ingest import read_prepare_manifest, transaction; print(transaction.__name__); "
+            "import odf_core.ingest.fetch as f; print(callable(f.fetch))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["odf_core.ingest.options", "IngestError", "odf_core.repository.sync",
+                                   "odf_core.repository.transfer", "odf_core.engine.local", "odf_core.engine.submit",
+                                   "odf_core.ingest.transaction", "True"]
+    with pytest.raises(AttributeError, match="module 'odf_core.ingest' has no attribute 'nothing'"):
+        import odf_core.ingest
+
+        odf_core.ingest.nothing  # noqa: B018
+
+
 def test_the_lazy_parts_still_work(tmp_path):
     """base58btc ids, new key pairs, YAML in and out, the fetchers: each loads its library on first use."""
     from odf_core.identity import DatasetID
     from odf_core.identity.multihash import decode_multibase
-    from odf_core.ingest import fetch
+    from odf_core.ingest.fetch import fetch
     from odf_core.metadata.yaml_serde import dump_data, read_manifest_docs
 
     did, pem = DatasetID.new_keypair()

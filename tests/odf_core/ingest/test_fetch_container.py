@@ -6,7 +6,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from odf_core.ingest import FetchError, FetchOptions, fetch, read_fetch_manifest
+from odf_core.ingest import FetchError, FetchOptions, read_fetch_manifest
+from odf_core.ingest.fetch import fetch
 from odf_core.ingest.source_state import etag_state, last_modified_state
 from odf_core.metadata import EnvVar, FetchStepContainer, SourceState, Timestamp
 from tests.odf_core.ingest.conftest import Podman

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from odf_core.ingest import FetchError, FetchOptions, fetch, read_fetch_manifest
+from odf_core.ingest import FetchError, FetchOptions, read_fetch_manifest
+from odf_core.ingest.fetch import fetch
 from odf_core.metadata import (
     EventTimeSourceFromMetadata,
     EventTimeSourceFromPath,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from odf_core.ingest import FetchedFile, PrepareError, prepare, read_prepare_manifest
+from odf_core.ingest import FetchedFile, PrepareError, read_prepare_manifest
+from odf_core.ingest.prepare import prepare
 from odf_core.ingest.fetch import fetch
 from odf_core.ingest.manifest import read_fetch_manifest
 from odf_core.metadata import (
