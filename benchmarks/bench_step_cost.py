@@ -89,9 +89,13 @@ content:
 """
 CITIES = ("Oslo", "Rome", "Lima")
 COMMANDS = ("ingest one row", "pull projection", "pull GROUP BY")
-FIXED = ("python -c pass", 'python -c "import odf_core.cli"', "odf --help", "imports of `odf ingest`")
+FIXED = ("python -c pass", 'python -c "import odf_core.cli"', "odf --help", "imports of `odf ingest`",
+         "imports of `odf pull` (derivative)")
 # what an `odf ingest` against a remote engine imports (cli.cmd_ingest and the engine client)
 INGEST_IMPORTS = "import odf_core.cli, odf_core.ingest.transaction, odf_core.progress, odf_core.engine.remote, grpc"
+# what an `odf pull` of a derivative against a remote engine imports (cli.cmd_pull, its transform and the client)
+PULL_IMPORTS = ("import odf_core.cli, odf_core.transform, odf_core.repository.cli_support, odf_core.progress, "
+                "odf_core.engine.remote, odf_core.engine.autostart, grpc")
 _ANSWERED = re.compile(r" INFO .+: answered \S+ in ([0-9.]+) s(?: \((\d+) Spark jobs?\))?$")
 
 
@@ -187,7 +191,8 @@ def run_round(client: Client, tmp: Path, i: int, samples: Samples | None) -> Non
         if samples is not None:
             samples.add(name, wall, engine_s, requests, jobs)
     fixed = ([sys.executable, "-c", "pass"], [sys.executable, "-c", "import odf_core.cli"],
-             [sys.executable, "-m", "odf_core.cli", "--help"], [sys.executable, "-c", INGEST_IMPORTS])
+             [sys.executable, "-m", "odf_core.cli", "--help"], [sys.executable, "-c", INGEST_IMPORTS],
+             [sys.executable, "-c", PULL_IMPORTS])
     for name, argv in zip(FIXED, fixed):
         wall, _ = client.run(argv)
         if samples is not None:
