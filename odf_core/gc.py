@@ -151,7 +151,8 @@ def _collect_staging(ws: Workspace, known_ids: set[str], cutoff: float, report: 
 
     Staging inside the workspace belongs to it entirely (also the directories of deleted datasets); a shared staging
     root (``$ODF_STAGING_DIR``, the user's cache) only for this workspace's datasets."""
-    from odf_core.ingest.transaction import COMMIT_FILE, staging_root
+    from odf_core.ingest.staging import staging_root
+    from odf_core.ingest.transaction import COMMIT_FILE
 
     root = staging_root(ws)
     inside = ws.store.local_path("staging")
