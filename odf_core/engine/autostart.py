@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from odf_core.engine.base import EngineError, log_dir
+from odf_core.engine.base import EngineError, log_dir, rotate_if_large
 from odf_core.engine.protocol import EngineRequest, EngineResponse, HealthResponse
 from odf_core.engine.remote import RemoteEngine
 
@@ -152,7 +152,8 @@ class AutoFiles:
 
     @property
     def log(self) -> Path:
-        """The engine's output: ``$ODF_LOG_DIR/engine-auto-<key>.log``, appended to by each start."""
+        """The engine's output: ``$ODF_LOG_DIR/engine-auto-<key>.log``, appended to by each start (set aside as
+        ``.log.1`` at a start when it has grown past 10 MB)."""
         return log_dir() / f"engine-auto-{self.key}.log"
 
 
@@ -273,6 +274,7 @@ def ensure_running(version: str | None = None, *, idle_exit: float | None = None
 def _start(files: AutoFiles, version: str, idle_exit: float, args: list[str], timeout_s: float) -> AutoState:
     log = files.log
     log.parent.mkdir(parents=True, exist_ok=True)
+    rotate_if_large(log)
     cmd = [sys.executable, "-m", "odf_core.cli", "engine", "serve", "--socket", str(files.socket),
            "--pid-file", str(files.pid_file), "--idle-exit", f"{idle_exit:g}", "--allow-path", "/", *args]
     env = {k: v for k, v in os.environ.items() if k != "ODF_ENGINE_URL"}

@@ -32,11 +32,38 @@ def log_dir() -> Path:
     return Path(os.environ.get("ODF_LOG_DIR") or Path.home() / ".cache" / "odf" / "logs")
 
 
+#: a log a process appends to (the auto engine's, an in-process driver's) is set aside as ``<name>.1`` when it has
+#: grown past this at the next start, replacing the previous ``.1``: the last two runs' worth stays, not every run's
+ROTATE_BYTES = 10 * 1024 * 1024
+#: trace files of failures (one per failure) older than this are removed when the next one is written
+ERROR_LOG_DAYS = 30.0
+
+
+def rotate_if_large(path: Path, limit: int = ROTATE_BYTES) -> None:
+    """Before a process starts appending to ``path``: keep it below ``limit`` across starts (one older copy)."""
+    try:
+        if path.stat().st_size > limit:
+            os.replace(path, path.with_name(path.name + ".1"))
+    except OSError:
+        pass  # no log yet, or one we cannot move: appending to it is still right
+
+
+def _remove_old_error_logs(d: Path, now: float) -> None:
+    for old in d.glob("[0-9]*T[0-9]*-*.log"):
+        try:
+            if now - old.stat().st_mtime > ERROR_LOG_DAYS * 86400:
+                old.unlink()
+        except OSError:
+            continue
+
+
 def write_error_log(what: str, text: str) -> Path | None:
-    """Keep a trace (Python and Java) in a file of its own; the user's console gets one line naming it."""
+    """Keep a trace (Python and Java) in a file of its own; the user's console gets one line naming it. Traces older
+    than ``ERROR_LOG_DAYS`` go as a new one is written (a retried task writes one per failure)."""
     try:
         d = log_dir()
         d.mkdir(parents=True, exist_ok=True)
+        _remove_old_error_logs(d, time.time())
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", what).strip("-")[:60] or "error"
         path = d / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{slug}.log"
         path.write_text(text, encoding="utf-8")

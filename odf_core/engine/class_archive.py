@@ -10,6 +10,11 @@ driver writes at a time (a lock file; others run without it meanwhile). The JVM 
 maps it and runs without sharing, silently, when it does not match (another JDK, a changed class path); a file cut
 short is ours to catch (its size is recorded beside it) and is written again.
 
+Each package upgrade makes a new archive (~150-180 MB) and the old version's is never mapped again: a driver that maps
+an archive marks it used (the mtime of its size file), and a driver about to write one first removes the archives
+nobody has used for ``UNUSED_DAYS`` and what dead writers left, so the directory holds what is in use, not every
+version ever installed.
+
 ``$ODF_JVM_ARCHIVE_DIR`` sets where archives live (default ``$XDG_CACHE_HOME/odf/jvm``, else ``~/.cache/odf/jvm``);
 ``ODF_JVM_ARCHIVE=off`` turns them off.
 """
@@ -30,6 +35,8 @@ DIR_ENV = "ODF_JVM_ARCHIVE_DIR"
 SWITCH_ENV = "ODF_JVM_ARCHIVE"
 #: a lock older than this is a writer that died before it finished: the next driver takes over
 STALE_LOCK_S = 600.0
+#: an archive no driver has mapped for this long is removed when the next one is written (another version's, mostly)
+UNUSED_DAYS = 7.0
 #: the JVM's notes on the classes it cannot archive (signed jars, failed verifications) go to the driver's stdout,
 #: the user's console: off
 QUIET = "-Xlog:cds*=off"
@@ -91,6 +98,7 @@ def for_driver() -> ArchiveUse | None:
     final = d / f"spark-{key}.jsa"
     if final.exists():
         if _intact(final):
+            _mark_used(final)
             return ArchiveUse(f"-XX:SharedArchiveFile={final} -Xshare:auto {QUIET}", final)
         log.info("the JVM class archive %s is damaged: written again", final)
         final.unlink(missing_ok=True)
@@ -106,9 +114,56 @@ def for_driver() -> ArchiveUse | None:
         log.info("no JVM class archive in %s: %s", d, e)
         return None
     os.close(fd)
+    prune(d, keep=final)
     writing = d / f"spark-{key}.{os.getpid()}.jsa.tmp"
     writing.unlink(missing_ok=True)
     return ArchiveUse(f"-XX:ArchiveClassesAtExit={writing} {QUIET}", final, writing, lock)
+
+
+def prune(d: Path, keep: Path, now: float | None = None) -> list[Path]:
+    """Remove the archives in ``d`` unused for ``UNUSED_DAYS`` (other versions', other Javas') and the partial files
+    and locks of writers that died; what was removed. Never fails: another driver may be removing the same files."""
+    now = time.time() if now is None else now
+    gone: list[Path] = []
+    for path in d.glob("spark-*"):
+        if path in (keep, _size_file(keep), keep.with_suffix(".lock")):
+            continue
+        try:
+            if path.suffix == ".jsa":
+                old = now - _last_used(path) > UNUSED_DAYS * 86400
+            elif path.name.endswith((".jsa.tmp", ".lock")):  # a dead writer's
+                old = now - path.stat().st_mtime > STALE_LOCK_S
+            elif path.suffix == ".size":  # an archive removed by hand
+                old = now - path.stat().st_mtime > STALE_LOCK_S and not path.with_suffix(".jsa").exists()
+            else:
+                continue
+            if old:
+                path.unlink()
+                if path.suffix == ".jsa":
+                    _size_file(path).unlink(missing_ok=True)
+                gone.append(path)
+        except OSError:
+            continue  # removed by another driver meanwhile, or not ours to remove
+    if gone:
+        log.info("removed %d unused JVM class archive file(s) from %s", len(gone), d)
+    return gone
+
+
+def _last_used(archive: Path) -> float:
+    """When a driver last mapped ``archive`` (its size file's mtime; the archive's own when that is missing)."""
+    for path in (_size_file(archive), archive):
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            continue
+    return time.time()  # gone meanwhile: nothing to remove
+
+
+def _mark_used(final: Path) -> None:
+    try:
+        os.utime(_size_file(final))
+    except OSError:
+        pass  # read-only cache: the archive is still mapped, only its age is not kept
 
 
 def _size_file(final: Path) -> Path:

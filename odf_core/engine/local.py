@@ -26,14 +26,16 @@ def spark_env() -> dict[str, str]:
 
 
 def driver_log_file() -> Path | None:
-    """``<log dir>/spark-driver.log``, or None when the directory cannot be made."""
-    from odf_core.engine.base import log_dir
+    """``<log dir>/spark-driver.log`` (every in-process driver appends to it; set aside as ``.log.1`` past 10 MB), or
+    None when the directory cannot be made."""
+    from odf_core.engine.base import log_dir, rotate_if_large
 
     target = log_dir() / "spark-driver.log"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
+    rotate_if_large(target)
     return target
 
 

@@ -24,6 +24,7 @@ import pytest
 from odf_core.cli import main as odf
 from odf_core.engine import EngineError
 from odf_core.engine import autostart as auto
+from odf_core.engine import base
 from odf_core.engine.autostart import AutoFiles, AutoState
 
 
@@ -146,6 +147,23 @@ def test_a_failed_start_is_one_line_naming_the_log(engine_env, monkeypatch, tmp_
     log = Path(str(e.value).rsplit(" ", 1)[1])
     assert log.parent == tmp_path / "logs" and "not-a-port" in log.read_text()
     assert not AutoFiles.of("v1").state.exists()
+
+
+def test_a_start_sets_a_large_log_aside_and_appends_to_a_small_one(engine_env, monkeypatch, tmp_path):
+    """The engine's log grows by every start and step; past 10 MB a start moves it to ``.log.1`` (one copy kept)."""
+    monkeypatch.setenv(auto.ARGS_ENV, "--port not-a-port")  # a start that fails at once, no JVM
+    monkeypatch.setattr(auto, "rotate_if_large", lambda path: base.rotate_if_large(path, limit=1000))
+    log = AutoFiles.of("v1").log
+    log.parent.mkdir(parents=True)
+    log.write_text("earlier start\n")
+    with pytest.raises(EngineError):
+        auto.resolve_auto("v1", timeout_s=60)
+    assert log.read_text().startswith("earlier start\n") and "not-a-port" in log.read_text()  # appended
+    log.write_text("x" * 1001)
+    with pytest.raises(EngineError):
+        auto.resolve_auto("v1", timeout_s=60)
+    aside = log.with_name(log.name + ".1")
+    assert aside.read_text() == "x" * 1001 and "not-a-port" in log.read_text() and not log.read_text().startswith("x")
 
 
 def test_bad_settings_are_one_line(engine_env, monkeypatch):

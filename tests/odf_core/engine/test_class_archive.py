@@ -100,3 +100,47 @@ def test_a_fresh_driver_writes_the_archive_at_exit_the_next_maps_its_classes_a_d
     _driver(env, tmp_path, f"-Xlog:class+load=info:file={loads}")  # runs without it and writes it again
     assert "source: shared objects file (top)" not in loads.read_text()
     assert class_archive._intact(archives[0]) and archives[0].stat().st_size > 10_000_000
+
+
+def _archive(d: Path, key: str, used_days_ago: float) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    jsa = d / f"spark-{key}.jsa"
+    jsa.write_bytes(b"x" * 10)
+    size = jsa.with_suffix(".size")
+    size.write_text("10")
+    when = time.time() - used_days_ago * 86400
+    os.utime(size, (when, when))
+    os.utime(jsa, (when - 86400 * 30, when - 86400 * 30))  # written long ago: its use is what counts
+    return jsa
+
+
+def test_writing_a_new_archive_removes_those_unused_for_a_week_and_dead_writers_files(archive_dir):
+    """An upgrade makes a new archive; the old version's is never mapped again and is removed when a later one is
+    written, once a week has passed since its last use. Archives in use (mapped recently) stay."""
+    old = _archive(archive_dir, "0ld0ld0ld0ld0ld0", class_archive.UNUSED_DAYS + 1)
+    recent = _archive(archive_dir, "recentrecentrece", class_archive.UNUSED_DAYS - 1)
+    dead_tmp = archive_dir / "spark-0ld0ld0ld0ld0ld0.123.jsa.tmp"
+    dead_tmp.write_bytes(b"half")
+    stale = time.time() - class_archive.STALE_LOCK_S - 5
+    os.utime(dead_tmp, (stale, stale))
+    live_tmp = archive_dir / "spark-recentrecentrece.456.jsa.tmp"  # another version's writer, now
+    live_tmp.write_bytes(b"half")
+    unrelated = archive_dir / "notes.txt"
+    unrelated.write_text("mine")
+    writer = class_archive.for_driver()
+    assert writer is not None and writer.writing is not None
+    assert not old.exists() and not old.with_suffix(".size").exists() and not dead_tmp.exists()
+    assert recent.exists() and live_tmp.exists() and unrelated.exists() and writer.lock.exists()
+
+
+def test_mapping_an_archive_marks_it_used(archive_dir):
+    first = class_archive.for_driver()
+    assert first is not None and first.writing is not None
+    first.writing.write_bytes(b"archive")
+    first.finish(ok=True)
+    size = first.final.with_suffix(".size")
+    long_ago = time.time() - 86400 * (class_archive.UNUSED_DAYS + 3)
+    os.utime(size, (long_ago, long_ago))
+    assert class_archive.for_driver() is not None  # maps it
+    assert time.time() - size.stat().st_mtime < 60
+    assert class_archive.prune(archive_dir, keep=archive_dir / "spark-other.jsa") == []
