@@ -90,8 +90,10 @@ class ArchiveUse:
                 self.lock.unlink(missing_ok=True)
 
 
-def for_driver() -> ArchiveUse | None:
-    """The archive options for a driver about to start (None: archives off, or another driver is writing one)."""
+def for_driver(write: bool = True) -> ArchiveUse | None:
+    """The archive options for a driver about to start (None: archives off, or another driver is writing one).
+    ``write=False``: map an archive that exists, never write one (a long-lived engine, whose exit may be hours away
+    while its lock would look stale after ``STALE_LOCK_S``)."""
     if os.environ.get(SWITCH_ENV, "").strip().lower() in ("off", "0", "false", "no"):
         return None
     d, key = directory(), archive_key()
@@ -102,6 +104,8 @@ def for_driver() -> ArchiveUse | None:
             return ArchiveUse(f"-XX:SharedArchiveFile={final} -Xshare:auto {QUIET}", final)
         log.info("the JVM class archive %s is damaged: written again", final)
         final.unlink(missing_ok=True)
+    if not write:
+        return None
     lock = final.with_suffix(".lock")
     try:
         d.mkdir(parents=True, exist_ok=True)

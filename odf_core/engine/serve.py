@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from odf_core.engine import class_archive
 from odf_core.engine.base import EngineError
 from odf_core.engine.credentials import ServeConfigError, ServerSecurity, listen_problem
 from odf_core.engine.local import spark_env
@@ -115,6 +116,9 @@ def serve(*, host: str, port: int, master: str, conf: dict[str, str], max_concur
         pid_file = os.path.abspath(pid_file) if pid_file else os.path.join(tmp, "driver.pid")
         if os.path.lexists(pid_file):  # an earlier engine's: the stop handler below must not signal its pid
             os.remove(pid_file)
+        # the class archive fresh drivers wrote, if there is one: the engine (and an auto engine after each idle exit)
+        # starts ~3 s sooner; it never writes one itself (see class_archive.for_driver)
+        conf = class_archive.with_options(conf, class_archive.for_driver(write=False))
         cmd = command(host=host, port=port, master=master, conf=conf, max_concurrency=max_concurrency,
                       spark_submit=spark_submit, pid_file=pid_file, drain_s=drain_s, guard=guard,
                       idle_exit_s=idle_exit_s)

@@ -101,6 +101,26 @@ def test_a_fresh_driver_writes_the_archive_at_exit_the_next_maps_its_classes_a_d
     assert "source: shared objects file (top)" not in loads.read_text()
     assert class_archive._intact(archives[0]) and archives[0].stat().st_size > 10_000_000
 
+    # a long-lived engine (`odf engine serve`, what an auto engine runs) maps it too, and writes none
+    sock, loads = tmp_path / "e.sock", tmp_path / "serve-load.log"
+    serve_env = dict(env, SPARK_SUBMIT_OPTS=f"{env.get('SPARK_SUBMIT_OPTS', '')} "
+                                            f"-Xlog:class+load=info:file={loads}".strip())
+    proc = subprocess.Popen([sys.executable, "-m", "odf_core.cli", "engine", "serve", "--socket", str(sock),
+                             "--master", "local[1]", "--conf", "spark.ui.enabled=false"], cwd=tmp_path,
+                            env=dict(serve_env, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
+                                                                                        env.get("PYTHONPATH")]))),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not sock.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.2)
+        assert "source: shared objects file (top)" in loads.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert sorted(d.glob("spark-*.jsa")) == archives and not list(d.glob("*.lock")) and not list(d.glob("*.tmp"))
+
 
 def _archive(d: Path, key: str, used_days_ago: float) -> Path:
     d.mkdir(parents=True, exist_ok=True)
@@ -144,3 +164,13 @@ def test_mapping_an_archive_marks_it_used(archive_dir):
     assert class_archive.for_driver() is not None  # maps it
     assert time.time() - size.stat().st_mtime < 60
     assert class_archive.prune(archive_dir, keep=archive_dir / "spark-other.jsa") == []
+
+
+def test_a_long_lived_engine_maps_an_archive_but_never_writes_one(archive_dir):
+    assert class_archive.for_driver(write=False) is None and not list(archive_dir.glob("*.lock"))
+    first = class_archive.for_driver()
+    assert first is not None and first.writing is not None
+    first.writing.write_bytes(b"archive")
+    first.finish(ok=True)
+    mapped = class_archive.for_driver(write=False)
+    assert mapped is not None and mapped.writing is None and str(first.final) in mapped.options
