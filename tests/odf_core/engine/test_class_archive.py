@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from odf_core.engine import class_archive
+from odf_core.engine.serve import wait_ready
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -67,12 +68,16 @@ print("ok")
 """
 
 
+def _jvm_env(env: dict[str, str], extra_jvm: str) -> dict[str, str]:
+    """``env`` for a process of this checkout whose driver JVM gets ``extra_jvm`` too."""
+    return dict(env, SPARK_SUBMIT_OPTS=f"{env.get('SPARK_SUBMIT_OPTS', '')} {extra_jvm}".strip(),
+                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+
+
 def _driver(env: dict[str, str], cwd: Path, extra_jvm: str = "") -> str:
     """One fresh driver; ``cwd`` (the test's directory) would hold a crashed JVM's hs_err file."""
-    env = dict(env, SPARK_SUBMIT_OPTS=f"{env.get('SPARK_SUBMIT_OPTS', '')} {extra_jvm}".strip(),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-c", SESSION], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", SESSION], capture_output=True, text=True, cwd=cwd,
+                          env=_jvm_env(env, extra_jvm), timeout=300)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr  # nothing of the JVM's
     return done.stdout
 
@@ -102,19 +107,14 @@ def test_a_fresh_driver_writes_the_archive_at_exit_the_next_maps_its_classes_a_d
     assert class_archive._intact(archives[0]) and archives[0].stat().st_size > 10_000_000
 
     # a long-lived engine (`odf engine serve`, what an auto engine runs) maps it too, and writes none
-    sock, loads = tmp_path / "e.sock", tmp_path / "serve-load.log"
-    serve_env = dict(env, SPARK_SUBMIT_OPTS=f"{env.get('SPARK_SUBMIT_OPTS', '')} "
-                                            f"-Xlog:class+load=info:file={loads}".strip())
-    proc = subprocess.Popen([sys.executable, "-m", "odf_core.cli", "engine", "serve", "--socket", str(sock),
-                             "--master", "local[1]", "--conf", "spark.ui.enabled=false"], cwd=tmp_path,
-                            env=dict(serve_env, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
-                                                                                        env.get("PYTHONPATH")]))),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    sock, loads, out = tmp_path / "e.sock", tmp_path / "serve-load.log", tmp_path / "serve.log"
+    with out.open("w") as log:  # the engine's log: a file, not a pipe nobody drains
+        proc = subprocess.Popen([sys.executable, "-m", "odf_core.cli", "engine", "serve", "--socket", str(sock),
+                                 "--master", "local[1]", "--conf", "spark.ui.enabled=false"], cwd=tmp_path,
+                                env=_jvm_env(env, f"-Xlog:class+load=info:file={loads}"),
+                                stdout=subprocess.DEVNULL, stderr=log)
     try:
-        deadline = time.monotonic() + 240
-        while not sock.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.2)
+        assert wait_ready("127.0.0.1", 0, proc, timeout_s=240, socket_path=str(sock)), out.read_text()[-3000:]
         assert "source: shared objects file (top)" in loads.read_text()
     finally:
         proc.terminate()
